@@ -1,0 +1,64 @@
+# PaddleCloud Hub. Two commands for users: `make demo` and `make test`.
+# Everything is set up from scratch and cached by version, so a warm run is quick.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+VPY := $(VENV)/bin/python
+PORT ?= 8000
+export PADDLECLOUD_HOME ?= $(HOME)/.paddlecloud
+# Python dependencies are reinstalled only when pyproject.toml changes.
+VENV_STAMP := $(VENV)/.stamp-$(shell sha1sum pyproject.toml | cut -c1-12)
+CHP := node_modules/.bin/configurable-http-proxy
+PYTEST := $(VPY) -m pytest -p no:cacheprovider
+
+.PHONY: help setup demo test test-unit test-local test-cluster test-browser test-helm browser-deps clean
+
+help:
+	@echo "make demo   start the local PaddleCloud Hub at http://127.0.0.1:$(PORT)"
+	@echo "make test   set up everything and run every test tier"
+
+setup: $(VENV_STAMP) $(CHP)
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[hub,paddle,test]'
+	rm -f $(VENV)/.stamp-* && touch $@
+
+$(CHP): package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Debian's Chromium for the browser tier (Playwright drives it; it never downloads a browser).
+browser-deps:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+demo: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH \
+	  $(VPY) -m paddle_ext.demo --port $(PORT)
+
+include tools/k8s/k8s.mk
+
+test: setup browser-deps k8s-bin
+	$(MAKE) test-unit test-local test-cluster test-browser test-helm
+
+test-unit: setup
+	$(PYTEST) tests/unit -q
+
+test-local: setup
+	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH $(PYTEST) tests/local -q
+
+test-cluster: setup k8s-bin
+	PATH=$(CURDIR)/$(VENV)/bin:$(K8S_BIN_DIR):$$PATH $(PYTEST) tests/cluster -q
+
+test-browser: setup browser-deps
+	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH $(PYTEST) tests/browser -q
+
+test-helm: setup k8s-bin
+	@if [ -d tests/helm ] && ls tests/helm/test_*.py >/dev/null 2>&1; then \
+	  PATH=$(CURDIR)/$(VENV)/bin:$(K8S_BIN_DIR):$$PATH $(PYTEST) tests/helm -q; \
+	else echo "helm tier: no tests yet"; fi
+
+clean:
+	rm -rf $(VENV) node_modules .cluster test-artifacts

@@ -1,0 +1,304 @@
+"""The embedded default: jobs as local multi-process PaddlePaddle runs.
+
+Each worker is `python -m paddle.distributed.launch --master 127.0.0.1:<port> ...`
+under a detached supervisor (`local_supervisor`), so jobs outlive the Jupyter server
+that started them. The job folder (see `local_files`) is the only state: any process
+that can read it (a restarted server, the CLI, a notebook kernel) sees the same jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import AsyncIterator
+
+from traitlets import Float, Unicode, default
+
+from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
+from ..launch import launch_argv
+from ..spec import JobSpec, NAME_PATTERN, parse_quantity
+from . import local_files as files
+from .base import FINISHED_PHASES, Job, JobBackend, WorkerState, prefix_line
+from .local_supervisor import stop_group
+
+
+def default_home() -> str:
+    return os.environ.get("PADDLECLOUD_HOME") or os.path.join(os.path.expanduser("~"), ".paddlecloud")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker_state(index: int, exit_info: dict | None, alive: bool, started: bool, job_marks: dict) -> WorkerState:
+    """One worker's state from what its files say (pure)."""
+    if exit_info is not None:
+        code = exit_info["exit_code"]
+        if code == 0:
+            return WorkerState(index, "Succeeded", 0)
+        if job_marks.get("cancelled"):
+            return WorkerState(index, "Cancelled", code, "cancelled")
+        failed = job_marks.get("failed")
+        if failed and failed["worker"] != index:
+            return WorkerState(index, "Cancelled", code, f"stopped because worker {failed['worker']} failed")
+        return WorkerState(index, "Failed", code, f"exited with code {code}")
+    if alive:
+        return WorkerState(index, "Running")
+    if not started:
+        if job_marks.get("cancelled") or job_marks.get("failed"):
+            return WorkerState(index, "Cancelled", None, "never started")
+        return WorkerState(index, "Pending")
+    if job_marks.get("cancelled"):
+        return WorkerState(index, "Cancelled", None, "cancelled")
+    return WorkerState(index, "Failed", None, "stopped unexpectedly without an exit code")
+
+
+def job_phase(workers: list[WorkerState], marks: dict, max_runtime: int | None) -> tuple[str, str, str]:
+    """(phase, reason, message) of a job from its workers and markers (pure)."""
+    active = any(w.phase in ("Running", "Pending") for w in workers)
+    if marks.get("cancelled"):
+        return ("Running" if active else "Cancelled"), "Cancelled", "The job was cancelled."
+    if marks.get("deadline"):
+        return ("Running" if active else "Failed"), "DeadlineExceeded", (
+            f"The job ran longer than its limit of {max_runtime} seconds and was stopped.")
+    failed = marks.get("failed")
+    if failed:
+        message = f"Worker {failed['worker']} exited with code {failed['exit_code']}."
+        if any(w.phase == "Cancelled" for w in workers):
+            message += " The other workers were stopped."
+        return ("Running" if active else "Failed"), "WorkerFailed", message
+    lost = [w for w in workers if w.phase == "Failed" and w.exit_code is None]
+    if lost:
+        return "Failed", "WorkerLost", f"Worker {lost[0].index} stopped unexpectedly without an exit code."
+    if all(w.phase == "Succeeded" for w in workers):
+        return "Succeeded", "Completed", f"All {len(workers)} workers finished successfully."
+    if any(w.phase == "Running" for w in workers):
+        return "Running", "", ""
+    return "Pending", "Starting", "The workers are starting."
+
+
+class LocalBackend(JobBackend):
+    """Runs jobs as local processes. State lives under `home`/jobs."""
+
+    name = "local"
+
+    home = Unicode(help="State folder (jobs, logs). Default: $PADDLECLOUD_HOME or ~/.paddlecloud.").tag(config=True)
+    working_dir = Unicode(help="Folder jobs start in (relative paths in commands resolve here). Default: the current folder.").tag(config=True)
+    python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
+    stop_grace_seconds = Float(5.0, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
+    poll_interval = Float(0.2, help="Seconds between checks for new log lines when following.").tag(config=True)
+
+    @default("home")
+    def _default_home(self):
+        return default_home()
+
+    @default("working_dir")
+    def _default_working_dir(self):
+        return os.getcwd()
+
+    @default("python")
+    def _default_python(self):
+        return sys.executable
+
+    @default("max_gpus_per_worker")
+    def _default_max_gpus(self):
+        return 0  # a local run is CPU-only unless the admin says otherwise
+
+    @property
+    def jobs_dir(self) -> str:
+        return os.path.join(self.home, "jobs")
+
+    def _job_dir(self, name: str) -> str:
+        if not NAME_PATTERN.match(name or ""):
+            raise JobNotFound(name)
+        return os.path.join(self.jobs_dir, name)
+
+    def _job_env(self, spec: JobSpec) -> dict:
+        bin_dir = os.path.dirname(self.python)
+        env = {
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+            "PYTHONUNBUFFERED": "1",
+            "PADDLECLOUD_JOB_NAME": spec.name,
+        }
+        for dataset in self.datasets:
+            if dataset["name"] in spec.datasets and dataset.get("path"):
+                env["PADDLECLOUD_DATASET_" + dataset["name"].upper().replace("-", "_")] = dataset["path"]
+        env.update(spec.env)
+        return env
+
+    async def submit(self, spec: JobSpec) -> Job:
+        spec = self.validate(spec)
+        await self.preflight(spec)
+        job_dir = self._job_dir(spec.name)
+        try:
+            os.makedirs(self.jobs_dir, exist_ok=True)
+            staging = tempfile.mkdtemp(dir=self.jobs_dir, prefix=".new-")
+        except OSError as exc:
+            raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
+        deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
+        files.write_json(files.job_file(staging), {
+            "spec": spec.to_dict(), "created": files.now_iso(), "workdir": self.working_dir,
+            "env": self._job_env(spec), "deadline": deadline,
+        })
+        try:
+            os.rename(staging, job_dir)  # atomic; fails if the name is taken
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            if os.path.exists(job_dir):
+                raise JobExists(spec.name) from exc
+            raise BackendUnavailable(f"Cannot create the job folder {job_dir}: {exc.strerror}.") from exc
+        master = f"127.0.0.1:{free_port()}"
+        for index in range(spec.workers):
+            argv = launch_argv(spec, master, str(index), python=self.python,
+                               log_dir=os.path.join(job_dir, f"launch-{index}"), host="127.0.0.1")
+            subprocess.run(
+                [self.python, "-m", "paddle_ext.backends.local_supervisor", job_dir, str(index), "--", *argv],
+                check=True, stdin=subprocess.DEVNULL,
+            )
+        await self._wait_started(job_dir, spec.workers)
+        self.log.info("Started local job %s with %d workers", spec.name, spec.workers)
+        return await self.get(spec.name)
+
+    async def _wait_started(self, job_dir: str, workers: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(files.worker_pids(job_dir)) < workers and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def preflight(self, spec: JobSpec) -> None:
+        """Refuse what cannot run here; the quota model plugs in here."""
+
+    def _read(self, name: str) -> Job:
+        job_dir = self._job_dir(name)
+        meta = files.read_json(files.job_file(job_dir))
+        if meta is None:
+            raise JobNotFound(name)
+        spec = meta["spec"]
+        marks = {
+            "cancelled": files.read_json(files.cancel_file(job_dir)),
+            "failed": files.read_json(files.failed_file(job_dir)),
+            "deadline": files.read_json(files.deadline_file(job_dir)),
+        }
+        pids = files.worker_pids(job_dir)
+        exits = [files.read_json(files.exit_file(job_dir, i)) for i in range(spec["workers"])]
+        workers = [
+            worker_state(i, exits[i], i in pids and files.group_alive(pids[i]), i in pids, marks)
+            for i in range(spec["workers"])
+        ]
+        phase, reason, message = job_phase(workers, marks, spec.get("max_runtime_seconds"))
+        finished = None
+        if phase in FINISHED_PHASES:
+            times = [e["finished"] for e in exits if e] + [m["at"] for m in marks.values() if m]
+            finished = max(times) if times else None
+        return Job(
+            name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
+            message=message, created=meta.get("created"), finished=finished,
+            worker_states=tuple(workers), backend=self.name,
+        )
+
+    async def get(self, name: str) -> Job:
+        return self._read(name)
+
+    async def list(self) -> list[Job]:
+        if not os.path.isdir(self.jobs_dir):
+            return []
+        jobs = []
+        for entry in sorted(os.listdir(self.jobs_dir)):
+            if entry.startswith("."):
+                continue
+            try:
+                jobs.append(self._read(entry))
+            except JobNotFound:
+                continue
+        return sorted(jobs, key=lambda job: job.created or "", reverse=True)
+
+    async def cancel(self, name: str) -> Job:
+        job = self._read(name)
+        if job.done:
+            return job
+        job_dir = self._job_dir(name)
+        files.mark_cancelled(job_dir)
+        await self._wait_started(job_dir, job.workers, timeout=2.0)
+        pgids = list(files.worker_pids(job_dir).values())
+        await asyncio.gather(*(
+            asyncio.to_thread(stop_group, pgid, self.stop_grace_seconds) for pgid in pgids
+        ))
+        self.log.info("Cancelled local job %s", name)
+        return self._read(name)
+
+    async def logs(self, name: str, worker: int | None = None, tail: int | None = None,
+                   follow: bool = False) -> AsyncIterator[str]:
+        job = self._read(name)
+        job_dir = self._job_dir(name)
+        if worker is not None and not 0 <= worker < job.workers:
+            raise InvalidRequest(f"Job '{name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
+        indexes = [worker] if worker is not None else list(range(job.workers))
+        prefix = worker is None and job.workers > 1
+        readers = {i: LogReader(files.log_path(job_dir, i)) for i in indexes}
+        for i, reader in readers.items():
+            for line in reader.initial_lines(tail, final=not follow):
+                yield prefix_line(i, line, job.workers) if prefix else line
+        while follow:
+            finished = self._read(name).done
+            got_any = False
+            for i, reader in readers.items():
+                for line in reader.new_lines(final=finished):
+                    got_any = True
+                    yield prefix_line(i, line, job.workers) if prefix else line
+            if finished and not got_any:
+                return
+            if not got_any:
+                await asyncio.sleep(self.poll_interval)
+
+    async def quota(self) -> dict:
+        running = [job for job in await self.list() if not job.done]
+        return {
+            "limits": {},
+            "used": {
+                "running_jobs": len(running),
+                "gpus": sum(job.workers * job.spec["gpus_per_worker"] for job in running),
+                "cpu": str(sum(job.workers * parse_quantity(job.spec["cpu"]) for job in running).normalize()),
+                "pods": sum(job.workers for job in running),
+            },
+        }
+
+
+class LogReader:
+    """Reads a growing log file line by line, keeping a partial last line until it ends."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def _read_new(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return b""
+        self.offset += len(data)
+        return data
+
+    def initial_lines(self, tail: int | None, final: bool) -> list[str]:
+        lines = self.new_lines(final=final)
+        if tail is None:
+            return lines
+        return lines[len(lines) - tail:] if tail > 0 else []
+
+    def new_lines(self, final: bool) -> list[str]:
+        data = self.partial + self._read_new()
+        parts = data.split(b"\n")
+        self.partial = parts.pop()
+        if final and self.partial:
+            parts.append(self.partial)
+            self.partial = b""
+        return [p.decode("utf-8", errors="replace").rstrip("\r") for p in parts]

@@ -1,0 +1,152 @@
+"""The on-disk layout of a local job, and the small atomic file operations on it.
+
+    $PADDLECLOUD_HOME/jobs/<name>/
+        job.json          spec, created time, working folder, environment, deadline
+        worker-<i>.json   the supervisor's pid (= process group id)
+        worker-<i>.log    everything worker i printed
+        worker-<i>.exit   {"exit_code": N, "finished": ISO time}
+        failed            the first worker that failed, and its exit code
+        cancelled         when the job was cancelled
+        deadline          when the job hit max_runtime_seconds
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def job_file(job_dir: str) -> str:
+    return os.path.join(job_dir, "job.json")
+
+
+def worker_file(job_dir: str, index: int) -> str:
+    return os.path.join(job_dir, f"worker-{index}.json")
+
+
+def log_path(job_dir: str, index: int) -> str:
+    return os.path.join(job_dir, f"worker-{index}.log")
+
+
+def exit_file(job_dir: str, index: int) -> str:
+    return os.path.join(job_dir, f"worker-{index}.exit")
+
+
+def cancel_file(job_dir: str) -> str:
+    return os.path.join(job_dir, "cancelled")
+
+
+def failed_file(job_dir: str) -> str:
+    return os.path.join(job_dir, "failed")
+
+
+def deadline_file(job_dir: str) -> str:
+    return os.path.join(job_dir, "deadline")
+
+
+def exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError:
+        return None
+
+
+def write_json(path: str, data: dict) -> None:
+    """Write atomically: readers see the old file or the new one, never half of one."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def create_json_once(path: str, data: dict) -> bool:
+    """Create `path` only if it does not exist yet; True if this call created it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    return True
+
+
+def write_exit(job_dir: str, index: int, code: int) -> None:
+    write_json(exit_file(job_dir, index), {"exit_code": code, "finished": now_iso()})
+
+
+def mark_failed(job_dir: str, index: int, code: int) -> bool:
+    """Record the job's first failure; False if another worker failed first."""
+    return create_json_once(failed_file(job_dir), {"worker": index, "exit_code": code, "at": now_iso()})
+
+
+def mark_deadline(job_dir: str) -> bool:
+    return create_json_once(deadline_file(job_dir), {"at": now_iso()})
+
+
+def mark_cancelled(job_dir: str) -> bool:
+    return create_json_once(cancel_file(job_dir), {"at": now_iso()})
+
+
+def worker_pids(job_dir: str) -> dict[int, int]:
+    """Worker index -> process group id, for the workers that have started."""
+    pids = {}
+    for entry in os.listdir(job_dir):
+        if entry.startswith("worker-") and entry.endswith(".json"):
+            data = read_json(os.path.join(job_dir, entry))
+            if data:
+                pids[int(entry[len("worker-"):-len(".json")])] = data["pgid"]
+    return pids
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter from /proc (R, S, Z, ...), or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """Running (not a zombie waiting to be reaped)."""
+    state = _process_state(pid)
+    return state is not None and state not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is `pgid`."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    return bool(group_members(pgid))

@@ -1,0 +1,194 @@
+"""The `paddlecloud` command: submit, list, status, logs, cancel, quota.
+
+Exit codes: 0 success; 1 a job failed or the backend refused (quota, unavailable);
+2 bad input (one line on stderr, never a traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from .backends.base import Job
+from .client import JobClient
+from .errors import PaddleCloudError
+from .spec import JobSpec
+
+INPUT_ERROR_STATUSES = (400, 404, 409)
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line instead of usage + error
+        raise UsageError(message)
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--env needs KEY=VALUE (got '{text}')")
+    return key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--backend", choices=["local", "kubernetes"],
+                        help="where jobs run (default: $PADDLECLOUD_BACKEND, else kubernetes in a cluster, else local)")
+    common.add_argument("--namespace", help="Kubernetes namespace (default: the kubeconfig context's)")
+
+    parser = _Parser(prog="paddlecloud", description="Run distributed PaddlePaddle training jobs.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    submit = commands.add_parser("submit", parents=[common], help="start a job; prints its name")
+    submit.add_argument("--name", help="job name (lowercase letters, digits, '-'); generated if absent")
+    submit.add_argument("--workers", type=int, default=1, help="number of workers (nodes)")
+    submit.add_argument("--gpus-per-worker", type=int, default=0, help="GPUs per worker")
+    submit.add_argument("--cpu", default="1", help="CPU per worker, e.g. 2 or 500m")
+    submit.add_argument("--memory", default="2Gi", help="memory per worker, e.g. 8Gi")
+    submit.add_argument("--image", help="container image (Kubernetes)")
+    submit.add_argument("--dataset", action="append", default=[], help="dataset to mount (repeatable)")
+    submit.add_argument("--env", action="append", default=[], type=_env_pair, help="KEY=VALUE (repeatable)")
+    submit.add_argument("--max-runtime", type=int, help="stop the job after this many seconds")
+    submit.add_argument("--follow", "-f", action="store_true", help="stream logs until the job ends")
+    submit.add_argument("job_command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
+
+    listing = commands.add_parser("list", parents=[common], help="list jobs")
+    listing.add_argument("--json", action="store_true")
+
+    status = commands.add_parser("status", parents=[common], help="show a job's state")
+    status.add_argument("name")
+    status.add_argument("--json", action="store_true")
+
+    logs = commands.add_parser("logs", parents=[common], help="print a job's logs")
+    logs.add_argument("name")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep streaming until the job ends")
+    logs.add_argument("--worker", type=int, help="only this worker's log")
+    logs.add_argument("--tail", type=int, help="only the last N lines (per worker)")
+
+    cancel = commands.add_parser("cancel", parents=[common], help="stop a job")
+    cancel.add_argument("name")
+
+    quota = commands.add_parser("quota", parents=[common], help="show your limits and usage")
+    quota.add_argument("--json", action="store_true")
+    return parser
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _describe(job: Job) -> str:
+    lines = [
+        f"Name:     {job.name}",
+        f"Phase:    {job.phase}",
+        f"Workers:  {job.workers}",
+        f"Created:  {job.created or '-'}",
+        f"Finished: {job.finished or '-'}",
+    ]
+    if job.reason or job.message:
+        lines.append(f"Reason:   {job.reason}: {job.message}")
+    for worker in job.worker_states:
+        code = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
+        extra = f" - {worker.reason}" if worker.reason else ""
+        lines.append(f"  worker-{worker.index}: {worker.phase}{code}{extra}")
+    return "\n".join(lines)
+
+
+def _table(jobs: list[Job]) -> str:
+    rows = [("NAME", "PHASE", "WORKERS", "CREATED", "REASON")]
+    rows += [(j.name, j.phase, str(j.workers), j.created or "-", j.reason or "") for j in jobs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def _follow(client: JobClient, name: str) -> int:
+    for line in client.logs(name, follow=True):
+        print(line, flush=True)
+    job = client.wait(name, timeout=30, poll=0.5)
+    summary = f"Job {job.name} {job.phase}" + (f": {job.message}" if job.message else "")
+    print(summary, file=sys.stderr)
+    return 0 if job.phase == "Succeeded" else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    options = {"namespace": args.namespace} if args.namespace else {}
+    client = JobClient(args.backend, **options)
+    if args.command == "submit":
+        command = args.job_command[1:] if args.job_command[:1] == ["--"] else args.job_command
+        spec = JobSpec(
+            name=args.name, command=command, workers=args.workers,
+            gpus_per_worker=args.gpus_per_worker, cpu=args.cpu, memory=args.memory,
+            image=args.image, datasets=args.dataset, env=dict(args.env),
+            max_runtime_seconds=args.max_runtime,
+        )
+        job = client.submit(spec)
+        print(job.name, flush=True)
+        return _follow(client, job.name) if args.follow else 0
+    if args.command == "list":
+        jobs = client.list()
+        if args.json:
+            _print_json({"jobs": [job.to_dict() for job in jobs]})
+        else:
+            print(_table(jobs))
+        return 0
+    if args.command == "status":
+        job = client.get(args.name)
+        if args.json:
+            _print_json(job.to_dict())
+        else:
+            print(_describe(job))
+        return 0
+    if args.command == "logs":
+        for line in client.logs(args.name, worker=args.worker, tail=args.tail, follow=args.follow):
+            print(line, flush=True)
+        return 0
+    if args.command == "cancel":
+        job = client.cancel(args.name)
+        print(f"{job.name} {job.phase}")
+        return 0
+    if args.command == "quota":
+        quota = client.quota()
+        if args.json:
+            _print_json(quota)
+        else:
+            print(_quota_table(quota))
+        return 0
+    raise UsageError(f"unknown command {args.command}")
+
+
+def _quota_table(quota: dict) -> str:
+    limits, used = quota.get("limits", {}), quota.get("used", {})
+    rows = [("RESOURCE", "USED", "LIMIT")]
+    for key in ("gpus", "cpu", "memory", "pods", "running_jobs"):
+        if key in limits or key in used:
+            limit = limits.get(key)
+            rows.append((key, str(used.get(key, 0)), "unlimited" if limit is None else str(limit)))
+    return "\n".join(f"{a:<14}{b:<10}{c}" for a, b, c in rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return run(args)
+    except UsageError as exc:
+        print(f"paddlecloud: error: {exc}", file=sys.stderr)
+        return 2
+    except PaddleCloudError as exc:
+        print(f"paddlecloud: {exc.message}", file=sys.stderr)
+        return 2 if exc.status in INPUT_ERROR_STATUSES else 1
+    except ValueError as exc:  # e.g. an unknown backend name from the environment
+        print(f"paddlecloud: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""JobClient: the synchronous Python API used by the widgets, the CLI and users.
+
+    from paddle_ext import JobClient, JobSpec
+    client = JobClient()                      # backend chosen as for the CLI
+    job = client.submit(JobSpec(command=["python", "train.py"], workers=2))
+    for line in client.logs(job.name, follow=True):
+        print(line)
+
+The backends are async; the client runs them on a private event loop in a
+background thread, so it also works inside Jupyter kernels whose loop is running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Iterator, Mapping
+
+from .backends.base import Job, JobBackend, make_backend
+from .spec import JobSpec
+
+
+class _LoopThread:
+    """One event loop on a daemon thread, shared by every client in the process."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                cls._loop = asyncio.new_event_loop()
+                threading.Thread(target=cls._loop.run_forever, name="paddlecloud-client", daemon=True).start()
+            return cls._loop
+
+
+class JobClient:
+    """Submit, inspect, follow and cancel jobs. Errors are `paddle_ext.errors.PaddleCloudError`."""
+
+    def __init__(self, backend: str | JobBackend | None = None, **backend_options: Any):
+        if isinstance(backend, JobBackend):
+            self.backend = backend
+        else:
+            self.backend = make_backend(backend, **backend_options)
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, _LoopThread.loop()).result()
+
+    def submit(self, spec: JobSpec | Mapping[str, Any]) -> Job:
+        if not isinstance(spec, JobSpec):
+            spec = JobSpec.from_dict(spec)
+        return self._run(self.backend.submit(spec))
+
+    def list(self) -> list[Job]:
+        return self._run(self.backend.list())
+
+    def get(self, name: str) -> Job:
+        return self._run(self.backend.get(name))
+
+    status = get
+
+    def cancel(self, name: str) -> Job:
+        return self._run(self.backend.cancel(name))
+
+    def options(self) -> dict:
+        return self.backend.options()
+
+    def quota(self) -> dict:
+        return self._run(self.backend.quota())
+
+    def logs(self, name: str, worker: int | None = None, tail: int | None = None,
+             follow: bool = False) -> Iterator[str]:
+        """Log lines; with `follow`, new lines as they come until the job ends."""
+        stream = self.backend.logs(name, worker=worker, tail=tail, follow=follow)
+        try:
+            while True:
+                try:
+                    yield self._run(stream.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._run(stream.aclose())
+
+    def wait(self, name: str, timeout: float | None = None, poll: float = 1.0) -> Job:
+        """Block until the job has finished (or `timeout` seconds pass); return its state."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.get(name)
+            if job.done or (deadline is not None and time.monotonic() >= deadline):
+                return job
+            time.sleep(poll)

@@ -1,0 +1,29 @@
+"""The one command line every worker runs, locally and on Kubernetes (pure)."""
+
+from __future__ import annotations
+
+from .spec import JobSpec
+
+
+def launch_argv(spec: JobSpec, master: str, rank: str, python: str = "python",
+                log_dir: str | None = None, host: str | None = None) -> list[str]:
+    """`python -m paddle.distributed.launch ... <command>` for one worker.
+
+    `rank` is a string so Kubernetes can pass "$(JOB_COMPLETION_INDEX)"; `host` pins the
+    address workers advertise to each other (127.0.0.1 when all run on one machine). The user's
+    command follows verbatim: Paddle runs it as given (a `.py` first argument is run
+    with Paddle's own interpreter), never through a shell.
+    """
+    argv = [
+        python, "-m", "paddle.distributed.launch",
+        "--master", master,
+        "--nnodes", str(spec.workers),
+        "--rank", rank,
+        "--nproc_per_node", str(max(spec.gpus_per_worker, 1)),
+        "--job_id", spec.name or "job",
+    ]
+    if log_dir:
+        argv += ["--log_dir", log_dir]
+    if host:
+        argv += ["--host", host]
+    return argv + list(spec.command)

@@ -1,0 +1,1 @@
+"""The Jupyter server extension: REST API for jobs, options and quota."""
