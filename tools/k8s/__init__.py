@@ -1,0 +1,1 @@
+"""The test Kubernetes control plane (issue 3)."""

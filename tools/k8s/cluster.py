@@ -1,0 +1,685 @@
+"""A real Kubernetes control plane on 127.0.0.1 for tests.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (fake GPU
+nodes) run as local processes on free ports. Binaries come from tools/k8s/build.sh.
+
+    python tools/k8s/cluster.py up --state-dir .cluster    # writes .cluster/kubeconfig
+    python tools/k8s/cluster.py down --state-dir .cluster
+
+    from tools.k8s.cluster import Cluster
+    c = Cluster(state_dir, bin_dir, nodes=2); c.start(); ...; c.stop()
+
+Pods owned by a Job complete after `complete_after` (per pod: annotation
+kwok.paddlecloud.io/complete-after, a Go duration such as "3s"), with exit code 0
+(per pod: annotation kwok.paddlecloud.io/exit-code; non-zero makes the pod Failed).
+Other pods stay Running until deleted. Pod logs come from files: see set_pod_log.
+"""
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+COMPLETE_AFTER_ANNOTATION = "kwok.paddlecloud.io/complete-after"
+EXIT_CODE_ANNOTATION = "kwok.paddlecloud.io/exit-code"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+POD_CIDR = "127.1.0.0/16"
+SERVICE_CIDR = "10.0.0.0/24"  # only ever appears in object fields; nothing dials it
+
+
+class ClusterError(RuntimeError):
+    """The control plane failed to start or to answer."""
+
+
+# ---------------------------------------------------------------- binaries
+
+
+def default_bin_dir():
+    """The cache bin dir that tools/k8s/build.sh builds into (does not build)."""
+    out = subprocess.run([os.path.join(HERE, "build.sh"), "--print"],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip()
+
+
+def missing_binaries(bin_dir):
+    """Names of the needed binaries that are not executable in bin_dir."""
+    return [n for n in COMPONENTS + ("kubectl",)
+            if not os.access(os.path.join(bin_dir, n), os.X_OK)]
+
+
+# ---------------------------------------------------------------- ports
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pick_ports(names):
+    """Distinct free ports, one per name."""
+    ports = {}
+    while len(ports) < len(names):
+        port = free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
+    return ports
+
+
+# ---------------------------------------------------------------- PKI
+
+
+def _key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _cert(subject_cn, key, issuer_cert=None, issuer_key=None, org=None, ca=False,
+          server=False, client=False, sans=()):
+    name_attrs = [x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]
+    if org:
+        name_attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    subject = x509.Name(name_attrs)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder()
+               .subject_name(subject)
+               .issuer_name(issuer_cert.subject if issuer_cert else subject)
+               .public_key(key.public_key())
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(hours=1))
+               .not_valid_after(now + datetime.timedelta(days=365))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    usages = []
+    if server:
+        usages.append(x509.ExtendedKeyUsageOID.SERVER_AUTH)
+    if client:
+        usages.append(x509.ExtendedKeyUsageOID.CLIENT_AUTH)
+    if usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    if ca:
+        builder = builder.add_extension(
+            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                          content_commitment=False, key_encipherment=False,
+                          data_encipherment=False, key_agreement=False,
+                          encipher_only=False, decipher_only=False), critical=True)
+    if sans:
+        import ipaddress
+        entries = []
+        for san in sans:
+            try:
+                entries.append(x509.IPAddress(ipaddress.ip_address(san)))
+            except ValueError:
+                entries.append(x509.DNSName(san))
+        builder = builder.add_extension(x509.SubjectAlternativeName(entries), critical=False)
+    return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+def _write_key(path, key):
+    with open(path, "wb") as fh:
+        fh.write(key.private_bytes(serialization.Encoding.PEM,
+                                   serialization.PrivateFormat.TraditionalOpenSSL,
+                                   serialization.NoEncryption()))
+    os.chmod(path, 0o600)
+
+
+def _write_cert(path, cert):
+    with open(path, "wb") as fh:
+        fh.write(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def make_pki(pki_dir):
+    """Write CA, apiserver/kwok serving certs, admin client cert and SA key pair.
+
+    Returns a dict of file paths. Existing files are reused (a restart keeps them).
+    """
+    os.makedirs(pki_dir, exist_ok=True)
+    paths = {name: os.path.join(pki_dir, name) for name in (
+        "ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
+        "kwok.crt", "kwok.key", "sa.key", "sa.pub")}
+    if all(os.path.exists(p) for p in paths.values()):
+        return paths
+    ca_key = _key()
+    ca = _cert("paddlecloud-test-ca", ca_key, ca=True)
+    _write_key(paths["ca.key"], ca_key)
+    _write_cert(paths["ca.crt"], ca)
+    sans = ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+            "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+    for name, kwargs in (
+            ("apiserver", dict(subject_cn="kube-apiserver", server=True, sans=sans)),
+            ("kwok", dict(subject_cn="kwok", server=True, sans=("127.0.0.1", "localhost"))),
+            ("admin", dict(subject_cn="admin", org="system:masters", client=True))):
+        key = _key()
+        _write_key(paths[name + ".key"], key)
+        _write_cert(paths[name + ".crt"], _cert(key=key, issuer_cert=ca, issuer_key=ca_key, **kwargs))
+    sa_key = _key()
+    _write_key(paths["sa.key"], sa_key)
+    with open(paths["sa.pub"], "wb") as fh:
+        fh.write(sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return paths
+
+
+def kubeconfig_dict(server, ca_path, cert_path, key_path, name="paddlecloud-test"):
+    """An admin kubeconfig with absolute file references."""
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": name,
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": ca_path}}],
+        "users": [{"name": "admin", "user": {"client-certificate": cert_path, "client-key": key_path}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": "admin", "namespace": "default"}}],
+    }
+
+
+# ---------------------------------------------------------------- command lines
+
+
+def etcd_cmd(bin_dir, data_dir, client_port, peer_port):
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    return [os.path.join(bin_dir, "etcd"), "--name=default", f"--data-dir={data_dir}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=default={peer}",
+            "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=4294967296"]
+
+
+def apiserver_cmd(bin_dir, pki, etcd_port, port):
+    return [os.path.join(bin_dir, "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={pki['apiserver.crt']}", f"--tls-private-key-file={pki['apiserver.key']}",
+            f"--client-ca-file={pki['ca.crt']}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki['sa.pub']}",
+            f"--service-account-signing-key-file={pki['sa.key']}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+            f"--kubelet-certificate-authority={pki['ca.crt']}",
+            f"--kubelet-client-certificate={pki['admin.crt']}",
+            f"--kubelet-client-key={pki['admin.key']}",
+            "--enable-admission-plugins=NodeRestriction",
+            "--profiling=false", "--v=1"]
+
+
+def controller_manager_cmd(bin_dir, kubeconfig, pki, port, cert_dir):
+    return [os.path.join(bin_dir, "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={cert_dir}",
+            "--leader-elect=false", "--controllers=*",
+            f"--service-account-private-key-file={pki['sa.key']}",
+            f"--root-ca-file={pki['ca.crt']}",
+            f"--cluster-signing-cert-file={pki['ca.crt']}",
+            f"--cluster-signing-key-file={pki['ca.key']}",
+            "--use-service-account-credentials=false",
+            "--concurrent-job-syncs=10", "--profiling=false", "--v=1"]
+
+
+def scheduler_cmd(bin_dir, kubeconfig, port, cert_dir):
+    return [os.path.join(bin_dir, "kube-scheduler"),
+            f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={cert_dir}",
+            "--leader-elect=false", "--profiling=false", "--v=1"]
+
+
+def kwok_cmd(bin_dir, kubeconfig, config_path, pki, port):
+    return [os.path.join(bin_dir, "kwok"), f"--kubeconfig={kubeconfig}", f"--config={config_path}",
+            "--manage-all-nodes=true", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
+            f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
+            f"--tls-cert-file={pki['kwok.crt']}", f"--tls-private-key-file={pki['kwok.key']}",
+            "--node-lease-duration-seconds=40", "--enable-crds=Logs,ClusterLogs"]
+
+
+# ---------------------------------------------------------------- KWOK objects
+
+
+def node_manifest(name, gpus=8, cpu="64", memory="512Gi", pods="110",
+                  gpu_product="NVIDIA-H100-80GB-HBM3"):
+    """A fake GPU node, managed by kwok (status is kept on create)."""
+    resources = {"cpu": cpu, "memory": memory, "pods": pods, "nvidia.com/gpu": str(gpus),
+                 "ephemeral-storage": "1Ti"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64", "type": "kwok",
+                       GPU_PRODUCT_LABEL: gpu_product, "nvidia.com/gpu.count": str(gpus)},
+        },
+        "status": {"allocatable": dict(resources), "capacity": dict(resources)},
+    }
+
+
+def _set_delay(stage, ms):
+    """Fixed delay in ms, no jitter; per-pod annotation overrides are kept."""
+    delay = stage["spec"].setdefault("delay", {})
+    delay["durationMilliseconds"] = ms
+    for key in ("jitterDurationMilliseconds", "jitterDurationFrom"):
+        delay.pop(key, None)
+    return stage
+
+
+def _exit_code_expression(values, operator):
+    return {"key": f'.metadata.annotations["{EXIT_CODE_ANNOTATION}"] // "0"',
+            "operator": operator, "values": values}
+
+
+def job_pod_stages(pod_complete, complete_after_ms):
+    """Turn kwok's pod-complete stage into a success and a failure stage.
+
+    Both fire complete_after_ms after the pod is Ready (per pod: annotation
+    COMPLETE_AFTER_ANNOTATION, a Go duration); EXIT_CODE_ANNOTATION picks which.
+    """
+    ok = _set_delay(copy.deepcopy(pod_complete), complete_after_ms)
+    ok["spec"]["delay"]["durationFrom"] = {
+        "expressionFrom": f'.metadata.annotations["{COMPLETE_AFTER_ANNOTATION}"]'}
+    fail = copy.deepcopy(ok)
+    ok["spec"]["selector"]["matchExpressions"].append(_exit_code_expression(["0"], "In"))
+    fail["metadata"]["name"] = "pod-fail"
+    fail["spec"]["selector"]["matchExpressions"].append(_exit_code_expression(["0"], "NotIn"))
+    fail["spec"]["next"]["statusTemplate"] = (
+        "{{ $now := Now }}\n"
+        "{{ $code := index .metadata.annotations \"" + EXIT_CODE_ANNOTATION + "\" }}\n"
+        "containerStatuses:\n"
+        "{{ range $index, $item := .spec.containers }}\n"
+        "- image: {{ $item.image | Quote }}\n"
+        "  name: {{ $item.name | Quote }}\n"
+        "  ready: false\n"
+        "  restartCount: 0\n"
+        "  started: false\n"
+        "  state:\n"
+        "    terminated:\n"
+        "      exitCode: {{ $code }}\n"
+        "      finishedAt: {{ $now | Quote }}\n"
+        "      reason: Error\n"
+        "      startedAt: {{ $now | Quote }}\n"
+        "{{ end }}\n"
+        "phase: Failed\n")
+    return [ok, fail]
+
+
+def kwok_stages(stage_dir, pod_delay_ms=200, complete_after_ms=2000):
+    """Stages for kwok: node init + lease heartbeat, pod lifecycle, Job pod completion."""
+    def load(rel):
+        with open(os.path.join(stage_dir, rel)) as fh:
+            return yaml.safe_load(fh)
+
+    stages = [load("node/fast/node-initialize.yaml"),
+              load("node/heartbeat-with-lease/node-heartbeat-with-lease.yaml")]
+    for name in ("pod-create", "pod-init-container-running", "pod-init-container-completed",
+                 "pod-ready", "pod-delete"):
+        stages.append(_set_delay(load(f"pod/general/{name}.yaml"), pod_delay_ms))
+    stages += job_pod_stages(load("pod/general/pod-complete.yaml"), complete_after_ms)
+    return stages
+
+
+def logs_object(namespace, pod_name, path, containers=None, follow=True):
+    """A kwok Logs object that serves a pod's containers' logs from a CRI log file."""
+    log = {"logsFile": os.path.abspath(path), "follow": follow}
+    if containers:
+        log["containers"] = list(containers)
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
+            "metadata": {"name": pod_name, "namespace": namespace},
+            "spec": {"logs": [log]}}
+
+
+def cri_log_lines(lines, stream="stdout", when=None):
+    """Format text lines the way the kubelet stores container logs (CRI format)."""
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return "".join(f"{stamp} {stream} F {line}\n" for line in lines)
+
+
+# ---------------------------------------------------------------- processes
+
+
+_CHILDREN = {}  # pid -> Popen of the processes this interpreter started
+
+
+def _pid_alive(pid):
+    if pid in _CHILDREN:  # our child: poll() also reaps it
+        return _CHILDREN[pid].poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie counts as gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _pid_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+
+
+def stop_pids(pids, timeout=15.0):
+    """SIGTERM each {name: {pid, exe}} (if still that exe), then SIGKILL stragglers.
+
+    Returns the pids that were still alive at the end (should be empty).
+    """
+    ours = [info["pid"] for info in pids.values()
+            if _pid_alive(info["pid"]) and _pid_cmdline(info["pid"]) == info["exe"]]
+    for pid in ours:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_pid_alive(p) for p in ours):
+        time.sleep(0.1)
+    for pid in ours:
+        if _pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_pid_alive(p) for p in ours):
+        time.sleep(0.05)
+    return [p for p in ours if _pid_alive(p)]
+
+
+
+# ---------------------------------------------------------------- the cluster
+
+
+class Cluster:
+    """A local control plane. Attributes after start(): kubeconfig, server, ports, pids."""
+
+    def __init__(self, state_dir, bin_dir=None, nodes=2, complete_after="2s", pod_delay_ms=200,
+                 node_resources=None):
+        self.state_dir = os.path.abspath(state_dir)
+        self.bin_dir = os.path.abspath(bin_dir or default_bin_dir())
+        self.nodes = nodes
+        self.complete_after_ms = _duration_ms(complete_after)
+        self.pod_delay_ms = pod_delay_ms
+        self.node_resources = node_resources or {}
+        self.kubeconfig = os.path.join(self.state_dir, "kubeconfig")
+        self.server = None
+        self.ports = {}
+        self.pids = {}
+        self.pki = {}
+        self._ssl = None
+
+    # -- paths
+    def _path(self, *parts):
+        return os.path.join(self.state_dir, *parts)
+
+    @property
+    def pids_file(self):
+        return self._path("pids.json")
+
+    @property
+    def node_names(self):
+        return [f"kwok-gpu-{i}" for i in range(self.nodes)]
+
+    # -- lifecycle
+    def start(self, timeout=120.0):
+        """Start every component and wait until the cluster is ready."""
+        missing = missing_binaries(self.bin_dir)
+        if missing:
+            raise ClusterError(f"missing binaries in {self.bin_dir}: {missing}; run `make k8s-bin`")
+        if os.path.exists(self.pids_file) and any(
+                _pid_alive(i["pid"]) for i in _read_json(self.pids_file).values()):
+            raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
+        deadline = time.monotonic() + timeout
+        os.makedirs(self._path("logs"), exist_ok=True)
+        self.pki = make_pki(self._path("pki"))
+        self.ports = pick_ports(["etcd", "etcd-peer", "apiserver", "controller-manager",
+                                 "scheduler", "kwok"])
+        self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+        _write_json(self.kubeconfig, kubeconfig_dict(
+            self.server, self.pki["ca.crt"], self.pki["admin.crt"], self.pki["admin.key"]))
+        _write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
+                                                 "bin_dir": self.bin_dir})
+        try:
+            self._start_all(deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start_all(self, deadline):
+        self._spawn("etcd", etcd_cmd(self.bin_dir, self._path("etcd"), self.ports["etcd"],
+                                     self.ports["etcd-peer"]))
+        self._wait(deadline, "etcd health", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
+        self._spawn("kube-apiserver", apiserver_cmd(self.bin_dir, self.pki, self.ports["etcd"],
+                                                    self.ports["apiserver"]))
+        self._wait(deadline, "kube-apiserver /readyz", lambda: self._get_ok("/readyz"))
+        stage_dir = os.path.join(os.path.dirname(self.bin_dir), "kwok", "stage")
+        crd_dir = os.path.join(os.path.dirname(self.bin_dir), "kwok", "crd", "bases")
+        for name in ("kwok.x-k8s.io_logs.yaml", "kwok.x-k8s.io_clusterlogs.yaml"):
+            with open(os.path.join(crd_dir, name)) as fh:
+                self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
+        for name in self.node_names:
+            self.create("/api/v1/nodes", node_manifest(name, **self.node_resources))
+        config_path = self._path("kwok.yaml")
+        with open(config_path, "w") as fh:
+            yaml.safe_dump_all(kwok_stages(stage_dir, self.pod_delay_ms, self.complete_after_ms), fh)
+        self._spawn("kube-controller-manager", controller_manager_cmd(
+            self.bin_dir, self.kubeconfig, self.pki, self.ports["controller-manager"], self._path("kcm")))
+        self._spawn("kube-scheduler", scheduler_cmd(
+            self.bin_dir, self.kubeconfig, self.ports["scheduler"], self._path("scheduler")))
+        self._spawn("kwok", kwok_cmd(self.bin_dir, self.kubeconfig, config_path, self.pki,
+                                     self.ports["kwok"]))
+        self._wait(deadline, "nodes Ready", self._nodes_ready)
+        self._wait(deadline, "default ServiceAccount",
+                   lambda: self._get_ok("/api/v1/namespaces/default/serviceaccounts/default"))
+        self._wait(deadline, "kwok Logs CRD", lambda: self._get_ok("/apis/kwok.x-k8s.io/v1alpha1/logs"))
+        self._wait(deadline, "scheduler healthz", lambda: _http_ok(
+            f"https://127.0.0.1:{self.ports['scheduler']}/healthz", insecure=True))
+        self._wait(deadline, "controller-manager healthz", lambda: _http_ok(
+            f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", insecure=True))
+
+    def stop(self):
+        """Stop all components (reverse order); raise if any process survives."""
+        pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
+        ordered = {n: pids[n] for n in reversed(COMPONENTS) if n in pids}
+        left = stop_pids(ordered)
+        self.pids = {}
+        if os.path.exists(self.pids_file):
+            os.remove(self.pids_file)
+        if left:
+            raise ClusterError(f"processes still alive after stop: {left}")
+
+    def _spawn(self, name, cmd):
+        log = open(self._path("logs", f"{name}.log"), "ab")
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, cwd=self.state_dir)
+        finally:
+            log.close()
+        _CHILDREN[proc.pid] = proc
+        self.pids[name] = {"pid": proc.pid, "exe": cmd[0]}
+        _write_json(self.pids_file, self.pids)
+
+    def _wait(self, deadline, what, check):
+        while True:
+            for name, info in self.pids.items():
+                if not _pid_alive(info["pid"]):
+                    raise ClusterError(f"{name} exited while waiting for {what}; "
+                                       f"see {self._path('logs', name + '.log')}:\n{self._log_tail(name)}")
+            if check():
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out waiting for {what}; logs in {self._path('logs')}")
+            time.sleep(0.2)
+
+    def _log_tail(self, name, lines=20):
+        try:
+            with open(self._path("logs", f"{name}.log"), errors="replace") as fh:
+                return "".join(fh.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _nodes_ready(self):
+        try:
+            items = self.request("GET", "/api/v1/nodes")["items"]
+        except ClusterError:
+            return False
+        ready = {n["metadata"]["name"] for n in items for c in n.get("status", {}).get("conditions", [])
+                 if c["type"] == "Ready" and c["status"] == "True"
+                 and not any(t["key"] == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints", []))}
+        return set(self.node_names) <= ready
+
+    # -- API access (admin client cert, stdlib only)
+    def _context(self):
+        if self._ssl is None:
+            ctx = ssl.create_default_context(cafile=self.pki["ca.crt"])
+            ctx.load_cert_chain(self.pki["admin.crt"], self.pki["admin.key"])
+            self._ssl = ctx
+        return self._ssl
+
+    def request(self, method, path, body=None, content_type="application/json"):
+        """Call the API server as admin; return the decoded JSON (or text)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server + path, data=data, method=method,
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=self._context(), timeout=30) as resp:
+                raw = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ClusterError(f"{method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise ClusterError(f"{method} {path}: {exc}") from exc
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+
+    def create(self, collection_path, obj):
+        return self.request("POST", collection_path, obj)
+
+    def _get_ok(self, path):
+        try:
+            self.request("GET", path)
+            return True
+        except ClusterError:
+            return False
+
+    # -- helpers for tests
+    def set_pod_log(self, namespace, pod_name, path, containers=None, follow=True):
+        """Serve `kubectl logs` of a pod from `path`, a file in CRI log format.
+
+        Write it with cri_log_lines(); appended lines show up in `logs -f`.
+        Works before or after the pod exists; replaces an earlier setting.
+        """
+        obj = logs_object(namespace, pod_name, path, containers, follow)
+        base = f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs"
+        try:
+            self.request("DELETE", f"{base}/{pod_name}")
+        except ClusterError:
+            pass
+        return self.create(base, obj)
+
+    def running_pids(self):
+        """The recorded component pids that are still alive."""
+        pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
+        return [i["pid"] for i in pids.values() if _pid_alive(i["pid"])]
+
+    @classmethod
+    def from_state_dir(cls, state_dir):
+        """A handle on a cluster started earlier (e.g. by `cluster.py up`)."""
+        info = _read_json(os.path.join(state_dir, "cluster.json"))
+        c = cls(state_dir, info["bin_dir"])
+        c.server, c.ports = info["server"], info["ports"]
+        c.pki = make_pki(c._path("pki"))
+        if os.path.exists(c.pids_file):
+            c.pids = _read_json(c.pids_file)
+        return c
+
+
+# ---------------------------------------------------------------- small utils
+
+
+def _duration_ms(value):
+    """'2s', '500ms', '1m' or a number of ms -> int ms."""
+    if isinstance(value, (int, float)):
+        return int(value)
+    for unit, factor in (("ms", 1), ("s", 1000), ("m", 60000)):
+        if value.endswith(unit) and value[:-len(unit)].replace(".", "", 1).isdigit():
+            return int(float(value[:-len(unit)]) * factor)
+    raise ValueError(f"bad duration {value!r}; use e.g. 500ms, 2s, 1m")
+
+
+def _http_ok(url, insecure=False):
+    ctx = None
+    if insecure:  # the component's self-signed serving cert on 127.0.0.1
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, path)
+
+
+def _read_json(path):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("--state-dir", default=".cluster")
+    parser.add_argument("--bin-dir", default=None, help="default: tools/k8s/build.sh --print")
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--complete-after", default="2s", help="default Job pod run time")
+    args = parser.parse_args(argv)
+    if args.action == "down":
+        if not os.path.exists(os.path.join(args.state_dir, "cluster.json")):
+            print(f"no cluster in {args.state_dir}")
+            return 0
+        Cluster.from_state_dir(args.state_dir).stop()
+        print("cluster stopped")
+        return 0
+    cluster = Cluster(args.state_dir, args.bin_dir, nodes=args.nodes, complete_after=args.complete_after)
+    t0 = time.monotonic()
+    try:
+        cluster.start()
+    except ClusterError as exc:
+        print(f"cluster failed to start: {exc}", file=sys.stderr)
+        return 1
+    print(f"cluster ready in {time.monotonic() - t0:.1f}s: {cluster.server}")
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
