@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 from typing import AsyncIterator
 
 from traitlets import Float, Unicode, default
@@ -264,7 +265,7 @@ class LocalBackend(JobBackend):
             "used": {
                 "running_jobs": len(running),
                 "gpus": sum(job.workers * job.spec["gpus_per_worker"] for job in running),
-                "cpu": str(sum(job.workers * parse_quantity(job.spec["cpu"]) for job in running).normalize()),
+                "cpu": format(sum((job.workers * parse_quantity(job.spec["cpu"]) for job in running), Decimal(0)).normalize(), "f"),
                 "pods": sum(job.workers for job in running),
             },
         }

@@ -1,0 +1,126 @@
+"""JobLauncher: a form built from the backend's options; Launch starts the job."""
+
+from __future__ import annotations
+
+import html
+import shlex
+
+import ipywidgets as widgets
+
+from ..client import JobClient
+from ..errors import PaddleCloudError, SpecError
+from ..spec import JobSpec
+from .monitor import JobMonitor
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """KEY=VALUE lines (blank lines and # comments ignored) -> dict; SpecError if malformed."""
+    env = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise SpecError({"env": f"line {number} must look like KEY=VALUE (got '{line}')"})
+        env[key.strip()] = value
+    return env
+
+
+def parse_command(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise SpecError({"command": f"cannot be split into arguments ({exc})"}) from exc
+
+
+class JobLauncher(widgets.VBox):
+    """Pick workers, GPUs, CPU, memory, image, datasets, command and env, then Launch."""
+
+    def __init__(self, client: JobClient | None = None, **kwargs):
+        self.client = client or JobClient()
+        self.options = self.client.options()
+        self.monitor: JobMonitor | None = None
+        bounds, defaults = self.options["bounds"], self.options["defaults"]
+        style = {"description_width": "120px"}
+
+        self.name = widgets.Text(description="Name", placeholder="generated if empty", style=style)
+        self.workers = widgets.BoundedIntText(
+            description="Workers", value=defaults["workers"], min=bounds["workers"]["min"],
+            max=bounds["workers"]["max"], style=style)
+        self.gpus = widgets.BoundedIntText(
+            description="GPUs per worker", value=defaults["gpus_per_worker"],
+            min=0, max=bounds["gpus_per_worker"]["max"], style=style,
+            disabled=bounds["gpus_per_worker"]["max"] == 0)
+        self.cpu = widgets.Text(description="CPU per worker", value=defaults["cpu"], style=style)
+        self.memory = widgets.Text(description="Memory", value=defaults["memory"], style=style)
+        images = [image["name"] for image in self.options["images"]]
+        self.image = widgets.Dropdown(description="Image", options=images or [("(local Python)", None)],
+                                      value=defaults["image"] if images else None, style=style,
+                                      disabled=not images)
+        datasets = [d["name"] for d in self.options["datasets"]]
+        self.datasets = widgets.SelectMultiple(description="Datasets", options=datasets, style=style,
+                                               disabled=not datasets, rows=min(max(len(datasets), 1), 5))
+        self.command = widgets.Text(description="Command", value=shlex.join(defaults["command"]),
+                                    style=style, layout=widgets.Layout(width="560px"))
+        self.env = widgets.Textarea(description="Environment", placeholder="KEY=VALUE, one per line",
+                                    style=style, layout=widgets.Layout(width="560px", height="60px"))
+        self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="rocket")
+        self.message = widgets.HTML()
+        self.quota_view = widgets.HTML()
+        self.monitor_box = widgets.VBox()
+        self.launch_button.on_click(self._on_launch)
+        super().__init__(
+            [self.name, self.workers, self.gpus, self.cpu, self.memory, self.image, self.datasets,
+             self.command, self.env, widgets.HBox([self.launch_button, self.message]),
+             self.quota_view, self.monitor_box],
+            **kwargs,
+        )
+        self.add_class("paddle-launcher")
+        self._show_quota()
+
+    def spec(self) -> JobSpec:
+        """The JobSpec the form describes; SpecError names what is wrong."""
+        return JobSpec(
+            name=self.name.value.strip() or None,
+            command=parse_command(self.command.value),
+            workers=self.workers.value,
+            gpus_per_worker=self.gpus.value,
+            cpu=self.cpu.value.strip(),
+            memory=self.memory.value.strip(),
+            image=self.image.value,
+            datasets=list(self.datasets.value),
+            env=parse_env(self.env.value),
+        )
+
+    def _show_quota(self) -> None:
+        try:
+            quota = self.client.quota()
+        except PaddleCloudError:
+            return
+        limits, used = quota.get("limits", {}), quota.get("used", {})
+        parts = []
+        for key, label in (("gpus", "GPUs"), ("cpu", "CPU"), ("memory", "memory"), ("running_jobs", "running jobs")):
+            if key in limits or key in used:
+                limit = limits.get(key)
+                parts.append(f"{label}: {used.get(key, 0)} used" + ("" if limit is None else f" of {limit}"))
+        self.quota_view.value = f'<small class="paddle-quota">Quota &mdash; {"; ".join(parts)}</small>' if parts else ""
+
+    def launch(self):
+        """Submit the form's job and show its monitor; returns the Job."""
+        job = self.client.submit(self.spec())
+        self.monitor = JobMonitor(job.name, client=self.client)
+        self.monitor_box.children = [self.monitor]
+        self.message.value = f"Started <b>{html.escape(job.name)}</b>"
+        self._show_quota()
+        return job
+
+    def _on_launch(self, _button) -> None:
+        self.launch_button.disabled = True
+        self.message.value = "Launching&hellip;"
+        try:
+            self.launch()
+        except PaddleCloudError as exc:
+            self.message.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+        finally:
+            self.launch_button.disabled = False

@@ -1,0 +1,177 @@
+"""JobMonitor (phase, workers, live logs, Cancel) and JobList."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from collections import deque
+
+import ipywidgets as widgets
+
+from ..client import JobClient
+from ..errors import PaddleCloudError
+
+PHASE_COLORS = {
+    "Pending": "#b26a00", "Running": "#1565c0", "Succeeded": "#2e7d32",
+    "Failed": "#c62828", "Cancelled": "#616161",
+}
+
+
+def phase_badge(phase: str) -> str:
+    color = PHASE_COLORS.get(phase, "#616161")
+    return (f'<span class="paddle-phase" style="background:{color};color:white;'
+            f'padding:1px 8px;border-radius:8px">{html.escape(phase)}</span>')
+
+
+def render_workers(job) -> str:
+    rows = "".join(
+        f"<tr><td>worker-{w.index}</td><td>{html.escape(w.phase)}</td>"
+        f"<td>{'' if w.exit_code is None else w.exit_code}</td><td>{html.escape(w.reason)}</td></tr>"
+        for w in job.worker_states
+    )
+    return ('<table class="paddle-workers"><tr><th>Worker</th><th>State</th><th>Exit code</th>'
+            f"<th>Detail</th></tr>{rows}</table>")
+
+
+class JobMonitor(widgets.VBox):
+    """Live view of one job. Follows the logs on a background thread until the job ends."""
+
+    def __init__(self, name: str, client: JobClient | None = None, max_lines: int = 5000,
+                 refresh_seconds: float = 0.5, **kwargs):
+        self.client = client or JobClient()
+        self.name = name
+        self.job = None
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._lock = threading.Lock()
+        self._dirty = False
+        self._generation = 0
+        self._stop = threading.Event()
+        self._refresh_seconds = refresh_seconds
+
+        self.header = widgets.HTML()
+        self.workers_view = widgets.HTML()
+        self.worker_filter = widgets.Dropdown(description="Logs", options=[("All workers", None)])
+        self.cancel_button = widgets.Button(description="Cancel", button_style="danger", icon="stop")
+        self.log_view = widgets.HTML(layout=widgets.Layout(max_height="360px", overflow="auto"))
+        self.log_view.add_class("paddle-log")
+        self.error = widgets.HTML()
+        self.cancel_button.on_click(self._on_cancel)
+        super().__init__(
+            [self.header, self.workers_view,
+             widgets.HBox([self.worker_filter, self.cancel_button]), self.log_view, self.error],
+            **kwargs,
+        )
+        self.add_class("paddle-monitor")
+        self._refresh_status()
+        if self.job is not None:
+            self.worker_filter.options = [("All workers", None)] + [
+                (f"worker-{i}", i) for i in range(self.job.workers)]
+            self.worker_filter.observe(self._on_filter, names="value")
+            self._start_follow(None)
+            threading.Thread(target=self._tick, name=f"paddle-monitor-{name}", daemon=True).start()
+
+    def _refresh_status(self) -> None:
+        try:
+            self.job = self.client.get(self.name)
+        except PaddleCloudError as exc:
+            self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            return
+        job = self.job
+        detail = f" &mdash; {html.escape(job.message)}" if job.message else ""
+        self.header.value = f"<b>{html.escape(job.name)}</b> {phase_badge(job.phase)}{detail}"
+        self.workers_view.value = render_workers(job)
+        self.cancel_button.disabled = job.done
+
+    def _start_follow(self, worker: int | None) -> None:
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+            self._lines.clear()
+            self._dirty = True
+        threading.Thread(target=self._follow, args=(worker, generation), daemon=True).start()
+
+    def _follow(self, worker: int | None, generation: int) -> None:
+        try:
+            for line in self.client.logs(self.name, worker=worker, follow=True):
+                with self._lock:
+                    if generation != self._generation or self._stop.is_set():
+                        return
+                    self._lines.append(line)
+                    self._dirty = True
+        except PaddleCloudError as exc:
+            self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+
+    def _render_logs(self) -> None:
+        with self._lock:
+            if not self._dirty:
+                return
+            text = "\n".join(self._lines)
+            self._dirty = False
+        self.log_view.value = f'<pre style="margin:0;font-size:12px">{html.escape(text)}</pre>'
+
+    def _tick(self) -> None:
+        last_status = 0.0
+        while not self._stop.is_set():
+            self._render_logs()
+            if time.monotonic() - last_status > 1.0:
+                last_status = time.monotonic()
+                self._refresh_status()
+                if self.job is not None and self.job.done:
+                    time.sleep(self._refresh_seconds * 2)  # let the follower drain
+                    self._render_logs()
+                    return
+            time.sleep(self._refresh_seconds)
+
+    def _on_filter(self, change) -> None:
+        self._start_follow(change["new"])
+
+    def _on_cancel(self, _button) -> None:
+        self.cancel_button.disabled = True
+        try:
+            self.client.cancel(self.name)
+        except PaddleCloudError as exc:
+            self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+        self._refresh_status()
+
+    @property
+    def log_lines(self) -> list[str]:
+        with self._lock:
+            return list(self._lines)
+
+    def close(self):
+        self._stop.set()
+        super().close()
+
+
+class JobList(widgets.VBox):
+    """A table of jobs with a Refresh button; pick one to open its monitor."""
+
+    def __init__(self, client: JobClient | None = None, **kwargs):
+        self.client = client or JobClient()
+        self.table = widgets.HTML()
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh")
+        self.picker = widgets.Dropdown(description="Open")
+        self.monitor_box = widgets.VBox()
+        self.refresh_button.on_click(lambda _b: self.refresh())
+        self.picker.observe(self._on_pick, names="value")
+        super().__init__([widgets.HBox([self.refresh_button, self.picker]), self.table, self.monitor_box], **kwargs)
+        self.refresh()
+
+    def refresh(self) -> None:
+        try:
+            jobs = self.client.list()
+        except PaddleCloudError as exc:
+            self.table.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            return
+        rows = "".join(
+            f"<tr><td>{html.escape(j.name)}</td><td>{phase_badge(j.phase)}</td><td>{j.workers}</td>"
+            f"<td>{html.escape(j.created or '')}</td><td>{html.escape(j.message)}</td></tr>" for j in jobs
+        )
+        self.table.value = ("<table><tr><th>Name</th><th>Phase</th><th>Workers</th><th>Created</th>"
+                            f"<th>Detail</th></tr>{rows}</table>")
+        self.picker.options = [("", None)] + [(j.name, j.name) for j in jobs]
+
+    def _on_pick(self, change) -> None:
+        if change["new"]:
+            self.monitor_box.children = [JobMonitor(change["new"], client=self.client)]
