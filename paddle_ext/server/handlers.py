@@ -115,10 +115,9 @@ class LogsHandler(PaddleHandler):
         if follow:
             await self._stream(name, lines)
         else:
-            self.set_header("Content-Type", "text/plain; charset=utf-8")
             async for line in lines:
                 self.write(line + "\n")
-            self.finish()
+            self.finish(set_content_type="text/plain; charset=utf-8")
 
     async def _stream(self, name, lines):
         self.set_header("Content-Type", "text/event-stream")
@@ -143,8 +142,9 @@ class LogsHandler(PaddleHandler):
                 self.write(f"data: {line}\n\n")
                 await self.flush()
             job = await self.backend.get(name)
-            self.write(f"event: end\ndata: {json.dumps({'phase': job.phase, 'reason': job.reason, 'message': job.message})}\n\n")
-            self.finish()
+            end = {"phase": job.phase, "reason": job.reason, "message": job.message}
+            self.write(f"event: end\ndata: {json.dumps(end)}\n\n")
+            self.finish(set_content_type="text/event-stream")
         except StreamClosedError:
             self.log.debug("Log follower of %s went away", name)
         finally:

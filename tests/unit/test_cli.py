@@ -1,0 +1,43 @@
+"""CLI argument handling and exit codes (no job runs here; see tests/local for real runs)."""
+
+import json
+
+import pytest
+
+from paddle_ext.cli import main
+
+
+@pytest.fixture(autouse=True)
+def local_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PADDLECLOUD_HOME", str(tmp_path))
+    monkeypatch.setenv("PADDLECLOUD_BACKEND", "local")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["submit", "--workers", "0", "--", "python", "t.py"], "workers: must be at least 1"),
+    (["submit", "--gpus-per-worker", "-1", "--", "python", "t.py"], "gpus_per_worker"),
+    (["submit", "--name", "Big/Name", "--", "python", "t.py"], "name:"),
+    (["submit", "--"], "command:"),
+    (["submit", "--env", "NOEQUALS", "--", "x"], "KEY=VALUE"),
+    (["submit", "--workers", "two", "--", "x"], "invalid int value"),
+    (["status", "nope"], "No job named 'nope'"),
+    (["logs", "nope"], "No job named 'nope'"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_exits_2_with_one_line(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_unknown_backend_from_environment(monkeypatch, capsys):
+    monkeypatch.setenv("PADDLECLOUD_BACKEND", "moon")
+    assert main(["list"]) == 2
+    assert "unknown backend 'moon'" in capsys.readouterr().err
+
+
+def test_list_json_when_empty(capsys):
+    assert main(["list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"jobs": []}

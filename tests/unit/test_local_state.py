@@ -1,0 +1,80 @@
+"""The local backend's pure state logic: worker and job phases from files' contents."""
+
+import pytest
+
+from paddle_ext.backends.base import check_against_options
+from paddle_ext.backends.local import LogReader, job_phase, worker_state
+from paddle_ext.errors import SpecError
+from paddle_ext.spec import JobSpec
+
+
+def exit_info(code):
+    return {"exit_code": code, "finished": "2026-01-01T00:00:00Z"}
+
+
+def test_all_workers_succeeded():
+    workers = [worker_state(i, exit_info(0), False, True, {}) for i in range(2)]
+    assert job_phase(workers, {}, None)[:2] == ("Succeeded", "Completed")
+
+
+def test_failure_names_worker_and_code_and_stopped_peers():
+    marks = {"failed": {"worker": 1, "exit_code": 3, "at": "t"}}
+    workers = [worker_state(0, exit_info(-15), False, True, marks), worker_state(1, exit_info(3), False, True, marks)]
+    assert workers[0].phase == "Cancelled" and "worker 1 failed" in workers[0].reason
+    phase, reason, message = job_phase(workers, marks, None)
+    assert (phase, reason) == ("Failed", "WorkerFailed")
+    assert "Worker 1 exited with code 3" in message and "other workers were stopped" in message
+
+
+def test_failed_job_stays_running_until_every_worker_stopped():
+    marks = {"failed": {"worker": 1, "exit_code": 3, "at": "t"}}
+    workers = [worker_state(0, None, True, True, marks), worker_state(1, exit_info(3), False, True, marks)]
+    assert job_phase(workers, marks, None)[0] == "Running"
+
+
+def test_cancelled_and_deadline():
+    marks = {"cancelled": {"at": "t"}}
+    workers = [worker_state(0, exit_info(-15), False, True, marks)]
+    assert job_phase(workers, marks, None)[:2] == ("Cancelled", "Cancelled")
+    marks = {"deadline": {"at": "t"}}
+    workers = [worker_state(0, exit_info(-15), False, True, marks)]
+    phase, reason, message = job_phase(workers, marks, 60)
+    assert (phase, reason) == ("Failed", "DeadlineExceeded") and "60 seconds" in message
+
+
+def test_a_worker_that_vanished_without_exit_code_fails_the_job():
+    workers = [worker_state(0, None, False, True, {}), worker_state(1, None, True, True, {})]
+    phase, reason, message = job_phase(workers, {}, None)
+    assert (phase, reason) == ("Failed", "WorkerLost") and "Worker 0" in message
+
+
+def test_pending_then_running():
+    assert job_phase([worker_state(0, None, False, False, {})], {}, None)[0] == "Pending"
+    assert job_phase([worker_state(0, None, True, True, {})], {}, None)[0] == "Running"
+
+
+def test_options_bounds_images_and_datasets():
+    options = {
+        "bounds": {"workers": {"max": 4}, "gpus_per_worker": {"max": 0}, "cpu": {"max": "2"}, "memory": {"max": "4Gi"}},
+        "images": [{"name": "paddle:cpu"}],
+        "datasets": [{"name": "mnist"}],
+    }
+    check_against_options(JobSpec(command=["x"], workers=4, datasets=["mnist"], image="paddle:cpu"), options)
+    with pytest.raises(SpecError) as info:
+        check_against_options(JobSpec(command=["x"], workers=5, gpus_per_worker=1, cpu="3", memory="8Gi",
+                                      image="other", datasets=["imagenet"]), options)
+    assert set(info.value.problems) == {"workers", "gpus_per_worker", "cpu", "memory", "image", "datasets"}
+    assert "imagenet" in info.value.problems["datasets"] and "mnist" in info.value.problems["datasets"]
+
+
+def test_log_reader_keeps_partial_lines(tmp_path):
+    path = tmp_path / "w.log"
+    path.write_bytes(b"one\ntw")
+    reader = LogReader(str(path))
+    assert reader.new_lines(final=False) == ["one"]
+    with open(path, "ab") as f:
+        f.write(b"o\nthree")
+    assert reader.new_lines(final=False) == ["two"]
+    assert reader.new_lines(final=True) == ["three"]
+    assert LogReader(str(path)).initial_lines(tail=2, final=True) == ["two", "three"]
+    assert LogReader(str(path)).initial_lines(tail=0, final=True) == []
