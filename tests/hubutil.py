@@ -1,0 +1,211 @@
+"""Run the embedded-default JupyterHub (hub_config/local_config.py) for tests.
+
+Used by tests/local/test_hub.py and tests/browser/. The hub gets its own
+PADDLECLOUD_HOME, demo password and free ports on 127.0.0.1; everything it starts
+(proxy, single-user servers, training jobs) inherits a PADDLECLOUD_HOME under that
+folder, which is how `LocalHub.processes()` finds them all for a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "hub_config" / "local_config.py"
+PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HubError(RuntimeError):
+    pass
+
+
+class LocalHub:
+    """The local hub as a subprocess; `start()`, then `stop()` (which reports leftovers)."""
+
+    def __init__(self, home: Path, password: str = "demo-password-for-tests"):
+        self.home = Path(home).absolute()
+        self.password = password
+        self.port, self.hub_api_port, self.proxy_api_port = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = self.home / "hub.log"
+        self.proc: subprocess.Popen | None = None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self, timeout: float = 120) -> "LocalHub":
+        if not PROXY.exists():
+            raise HubError(f"{PROXY} is missing; run `make setup` (npm install) first")
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "PADDLECLOUD_HOME": str(self.home),
+            "PADDLECLOUD_DEMO_PASSWORD": self.password,
+            "PADDLECLOUD_HUB_PORT": str(self.port),
+            "PADDLECLOUD_HUB_API_PORT": str(self.hub_api_port),
+            "PADDLECLOUD_PROXY_API_PORT": str(self.proxy_api_port),
+            # the single-user servers find python, jupyter and paddlecloud here
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+        }
+        env.pop("JUPYTERHUB_API_TOKEN", None)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG), "--debug"],
+            cwd=self.home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise HubError(f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if requests.get(self.url + "/hub/health", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        raise HubError(f"jupyterhub did not answer at {self.url}/hub/health within {timeout:.0f}s:\n{self.log_tail()}")
+
+    def processes(self) -> list[psutil.Process]:
+        """Every live process whose PADDLECLOUD_HOME is this hub's folder or under it."""
+        found = []
+        prefix = str(self.home)
+        for proc in psutil.process_iter():
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                home = proc.environ().get("PADDLECLOUD_HOME", "")
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            if home == prefix or home.startswith(prefix + os.sep):
+                found.append(proc)
+        return found
+
+    def stop(self, grace: float = 45) -> list[str]:
+        """Stop the hub the way Ctrl-C does, then kill whatever is left.
+
+        Returns a description of each process still alive after the grace period
+        (hub, proxy, single-user servers, job workers); empty means a clean shutdown.
+        """
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # JupyterHub stops the servers and the proxy
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 10
+        leftovers = self.processes()
+        while leftovers and time.monotonic() < deadline:
+            time.sleep(0.5)
+            leftovers = self.processes()
+        described = []
+        for proc in leftovers:
+            try:
+                described.append(f"pid {proc.pid}: {' '.join(proc.cmdline())[:200]}")
+                os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+            except (psutil.NoSuchProcess, ProcessLookupError):
+                pass
+            except PermissionError:
+                proc.kill()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        return described
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return "(no hub log)"
+
+    def user_home(self, name: str) -> Path:
+        return self.home / "users" / name
+
+    # --- as a user -------------------------------------------------------------------
+
+    def login(self, name: str, password: str | None = None) -> requests.Session:
+        """Log in through the login form (with its _xsrf field); returns the browser-like session."""
+        session = requests.Session()
+        form = session.get(self.url + "/hub/login", timeout=30)
+        form.raise_for_status()
+        xsrf = session.cookies.get("_xsrf")
+        if not xsrf:
+            raise HubError("the login page set no _xsrf cookie")
+        response = session.post(
+            self.url + "/hub/login",
+            data={"username": name, "password": self.password if password is None else password, "_xsrf": xsrf},
+            allow_redirects=False, timeout=60,
+        )
+        if response.status_code != 302:
+            raise HubError(f"login as {name!r} failed: HTTP {response.status_code}")
+        return session
+
+    def new_token(self, session: requests.Session, name: str) -> str:
+        """A hub API token for the logged-in user, created with the session cookie."""
+        response = session.post(
+            f"{self.url}/hub/api/users/{name}/tokens",
+            json={"note": "tests", "expires_in": 3600},
+            headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/") or session.cookies.get("_xsrf")},
+            timeout=30,
+        )
+        if response.status_code != 201:
+            raise HubError(f"creating a token for {name} failed: HTTP {response.status_code} {response.text[:300]}")
+        return response.json()["token"]
+
+    def hub_api(self, method: str, path: str, token: str, **kwargs) -> requests.Response:
+        kwargs.setdefault("timeout", 30)
+        headers = {"Authorization": f"token {token}", **kwargs.pop("headers", {})}
+        return requests.request(method, f"{self.url}/hub/api{path}", headers=headers, **kwargs)
+
+    def spawn(self, name: str, token: str, timeout: float = 240) -> None:
+        """Start the user's server through the hub's REST API and wait until it is ready."""
+        response = self.hub_api("POST", f"/users/{name}/server", token)
+        if response.status_code not in (201, 202, 400):  # 400: already running
+            raise HubError(f"spawning {name}'s server failed: HTTP {response.status_code} {response.text[:300]}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            user = self.hub_api("GET", f"/users/{name}", token).json()
+            server = user.get("servers", {}).get("")
+            if server and server.get("ready"):
+                return
+            if not server and response.status_code != 400:
+                raise HubError(f"{name}'s server stopped while starting:\n{self.log_tail()}")
+            time.sleep(1)
+        raise HubError(f"{name}'s server was not ready within {timeout:.0f}s:\n{self.log_tail()}")
+
+
+def sse_events(response: requests.Response) -> Iterator[tuple[str, str]]:
+    """(event, data) pairs of a text/event-stream; comments (heartbeats) are skipped."""
+    event, data = "message", []
+    for raw in response.iter_lines(decode_unicode=True):
+        line = raw if raw is not None else ""
+        if line == "":
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:][1:] if line[5:].startswith(" ") else line[5:])
+
+
+def end_phase(data: str) -> str:
+    return json.loads(data).get("phase", "")

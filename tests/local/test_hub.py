@@ -1,0 +1,80 @@
+"""The embedded default end to end: the real local JupyterHub (hub_config/local_config.py),
+its proxy, a user's JupyterLab server, and a 2-worker PaddlePaddle job submitted and
+followed through the proxy with the user's hub token."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hubutil import HubError, LocalHub, end_phase, sse_events  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+USER = "alice"
+JOB_SPEC = {"command": ["python", "train.py", "--epochs", "1"], "workers": 2}
+
+
+@pytest.fixture
+def hub(tmp_path):
+    hub = LocalHub(tmp_path / "paddlecloud")
+    try:
+        hub.start()
+        yield hub
+    finally:
+        leftovers = hub.stop()
+    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
+
+
+def test_login_spawn_submit_and_follow_logs(hub):
+    # A wrong password is refused, the demo password lets any name in.
+    with pytest.raises(HubError, match="login as 'alice' failed"):
+        hub.login(USER, password="not-the-password")
+    session = hub.login(USER)
+    token = hub.new_token(session, USER)
+    hub.spawn(USER, token)
+
+    home = hub.user_home(USER)
+    assert (home / "quickstart.ipynb").is_file() and (home / "train.py").is_file(), \
+        f"examples were not copied into {home}: {sorted(p.name for p in home.iterdir())}"
+
+    api = f"{hub.url}/user/{USER}/paddle/api"
+    anonymous = requests.get(api + "/jobs", allow_redirects=False, timeout=30)
+    assert anonymous.status_code in (302, 401, 403), \
+        f"unauthenticated request got HTTP {anonymous.status_code}: {anonymous.text[:200]}"
+    if anonymous.status_code == 302:
+        assert "/hub/" in anonymous.headers["Location"], anonymous.headers["Location"]
+
+    headers = {"Authorization": f"token {token}"}
+    created = requests.post(api + "/jobs", json=JOB_SPEC, headers=headers, timeout=60)
+    assert created.status_code == 201, created.text
+    name = created.json()["name"]
+
+    lines, end = [], None
+    deadline = time.monotonic() + 300
+    with requests.get(f"{api}/jobs/{name}/logs", params={"follow": "1"}, headers=headers,
+                      stream=True, timeout=(30, 60)) as stream:
+        assert stream.status_code == 200, stream.text
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        for event, data in sse_events(stream):
+            if event == "end":
+                end = data
+                break
+            lines.append(data)
+            assert time.monotonic() < deadline, "the job's log stream did not end in time"
+    assert end is not None, "the log stream closed without an `event: end`"
+    log = "\n".join(lines)
+    assert end_phase(end) == "Succeeded", f"job ended {end}; log tail:\n{log[-3000:]}"
+    for worker in (0, 1):
+        assert any(line.startswith(f"[worker-{worker}] ") and "all_reduce check ok: sum=3" in line
+                   for line in lines), f"no all_reduce line from worker {worker} in:\n{log[-3000:]}"
+
+    # The job is the user's own: it lives in their PADDLECLOUD_HOME, not the hub's.
+    assert (home / ".paddlecloud" / "jobs" / name).is_dir()
+    listed = requests.get(api + "/jobs", headers=headers, timeout=30).json()["jobs"]
+    assert [job["name"] for job in listed] == [name]
