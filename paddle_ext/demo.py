@@ -156,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Starting PaddleCloud Hub at {url} (state in {home}) ...", flush=True)
     # cwd = the hub's state folder, so nothing JupyterHub writes lands in the checkout.
     proc = subprocess.Popen(cmd, env=env, cwd=hub_dir(home))
-    # SIGTERM (e.g. from a supervisor) takes the same path as Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    # SIGINT even when started in the background (where it is inherited as ignored),
+    # and SIGTERM (e.g. from a supervisor), take the same path as Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if wait_until_up(f"{url}/hub/health", proc, timeout=120) or proc.poll() is None:
             print(banner(url, password, home), flush=True)
