@@ -1,0 +1,209 @@
+"""A job's phase, reason and message from Kubernetes objects (pure; dicts in, words out).
+
+Inputs are objects as the API returns them in JSON (camelCase keys): the Job (or
+PaddleJob), its pods, and recent events. Every failure ends in a `reason` a program
+can branch on and a `message` a researcher understands.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..manifests import CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, KUBEFLOW_INDEX_LABEL, SPEC_ANNOTATION
+from ..quota.preflight import parse_quota_rejection
+from .base import Job, WorkerState
+
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def _conditions(obj: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+
+
+def worker_index(pod: dict) -> int | None:
+    labels = pod["metadata"].get("labels") or {}
+    for key in (COMPLETION_INDEX_LABEL, KUBEFLOW_INDEX_LABEL):
+        if key in labels:
+            return int(labels[key])
+    return None
+
+
+def pods_by_worker(pods: list[dict]) -> dict[int, dict]:
+    """The newest pod of each worker index (a retried worker has several)."""
+    newest: dict[int, dict] = {}
+    for pod in pods:
+        index = worker_index(pod)
+        if index is None:
+            continue
+        stamp = pod["metadata"].get("creationTimestamp") or ""
+        if index not in newest or stamp >= (newest[index]["metadata"].get("creationTimestamp") or ""):
+            newest[index] = pod
+    return newest
+
+
+def _container_status(pod: dict) -> dict:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return statuses[0] if statuses else {}
+
+
+def _terminated(pod: dict) -> dict | None:
+    state = _container_status(pod).get("state") or {}
+    return state.get("terminated")
+
+
+def worker_state(index: int, pod: dict | None, cancelled: bool) -> WorkerState:
+    if pod is None:
+        return WorkerState(index, "Cancelled" if cancelled else "Pending", None, "no pod")
+    phase = (pod.get("status") or {}).get("phase", "Pending")
+    terminated = _terminated(pod)
+    code = terminated.get("exitCode") if terminated else None
+    if phase == "Succeeded":
+        return WorkerState(index, "Succeeded", code if code is not None else 0)
+    if phase == "Failed":
+        reason = (terminated or {}).get("reason") or (pod.get("status") or {}).get("reason") or "Failed"
+        return WorkerState(index, "Failed", code, reason)
+    if cancelled:
+        return WorkerState(index, "Cancelled", code, "cancelled")
+    if phase == "Running":
+        return WorkerState(index, "Running")
+    waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
+    if waiting.get("reason"):
+        return WorkerState(index, "Pending", None, waiting["reason"])
+    return WorkerState(index, "Pending", None, "Unschedulable" if _unschedulable(pod) else "")
+
+
+def _unschedulable(pod: dict) -> dict | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return condition
+    return None
+
+
+def _pod_spec(job: dict) -> dict:
+    spec = job.get("spec") or {}
+    if "template" in spec:
+        return spec["template"]["spec"]
+    replicas = spec.get("paddleReplicaSpecs") or {}
+    worker = replicas.get("Worker") or next(iter(replicas.values()), {})
+    return (worker.get("template") or {}).get("spec") or {}
+
+
+def requested_gpus(job: dict, gpu_resource: str) -> int:
+    containers = _pod_spec(job).get("containers") or [{}]
+    limits = (containers[0].get("resources") or {}).get("limits") or {}
+    return int(limits.get(gpu_resource, 0))
+
+
+def container_image(job: dict) -> str:
+    containers = _pod_spec(job).get("containers") or [{}]
+    return containers[0].get("image", "")
+
+
+def failure(job: dict, workers: dict[int, dict], condition: dict) -> tuple[str, str]:
+    """(reason, message) of a failed job."""
+    if condition.get("reason") == "DeadlineExceeded":
+        deadline = (job.get("spec") or {}).get("activeDeadlineSeconds") or \
+            ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
+        return "DeadlineExceeded", f"The job ran longer than its limit of {deadline} seconds and was stopped."
+    for index, pod in sorted(workers.items()):
+        terminated = _terminated(pod)
+        if (pod.get("status") or {}).get("phase") != "Failed" or not terminated:
+            continue
+        if terminated.get("reason") == "OOMKilled":
+            containers = _pod_spec(job).get("containers") or [{}]
+            memory = ((containers[0].get("resources") or {}).get("limits") or {}).get("memory", "?")
+            return "OOMKilled", (f"Worker {index} ran out of memory (its limit is {memory}) and was killed; "
+                                 "ask for more memory per worker.")
+        code = terminated.get("exitCode")
+        detail = (terminated.get("message") or "").strip()
+        return "WorkerFailed", f"Worker {index} exited with code {code}." + (f" {detail}" if detail else "")
+    return condition.get("reason") or "Failed", condition.get("message") or "The job failed."
+
+
+def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_free_gpus: int | None,
+                   gpu_resource: str) -> tuple[str, str] | None:
+    """Why a job is not running yet, if Kubernetes says why."""
+    for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True):
+        if event.get("reason") == "FailedCreate" and "exceeded quota" in event.get("message", ""):
+            return "QuotaExceeded", parse_quota_rejection(event["message"])
+    for index, pod in sorted(workers.items()):
+        waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_PULL_REASONS:
+            return "ImagePullBackOff", (f"Cannot pull image '{container_image(job)}' for worker {index}: "
+                                        f"{waiting.get('message') or waiting['reason']}.")
+    for index, pod in sorted(workers.items()):
+        condition = _unschedulable(pod)
+        if condition:
+            gpus = requested_gpus(job, gpu_resource)
+            parts = []
+            if gpus:
+                parts.append(f"Needs {gpus} GPUs per worker")
+                if max_free_gpus is not None:
+                    parts[-1] += f"; the most free on any node is {max_free_gpus}"
+            scheduler = (condition.get("message") or "").strip().rstrip(".")
+            message = ". ".join(parts + ([f"Scheduler: {scheduler}"] if scheduler else [])) + "."
+            return "Unschedulable", f"Worker {index} cannot be placed on any node. {message}"
+    return None
+
+
+def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend: str = "kubernetes",
+                     max_free_gpus: int | None = None, gpu_resource: str = "nvidia.com/gpu") -> Job:
+    metadata = job["metadata"]
+    annotations = metadata.get("annotations") or {}
+    try:
+        spec = json.loads(annotations.get(SPEC_ANNOTATION) or "{}")
+    except json.JSONDecodeError:
+        spec = {}
+    count = spec.get("workers") or (job.get("spec") or {}).get("completions") or len(pods_by_worker(pods)) or 1
+    workers = pods_by_worker(pods)
+    cancelled = CANCELLED_ANNOTATION in annotations
+    states = tuple(worker_state(i, workers.get(i), cancelled) for i in range(count))
+    conditions = _conditions(job)
+    finished = None
+    if cancelled:
+        phase, reason, message = "Cancelled", "Cancelled", "The job was cancelled."
+        finished = annotations[CANCELLED_ANNOTATION]
+    elif "Complete" in conditions or "Succeeded" in conditions:
+        phase, reason = "Succeeded", "Completed"
+        message = f"All {count} workers finished successfully."
+        finished = (job.get("status") or {}).get("completionTime") or \
+            (conditions.get("Complete") or conditions.get("Succeeded")).get("lastTransitionTime")
+    elif "Failed" in conditions:
+        phase = "Failed"
+        reason, message = failure(job, workers, conditions["Failed"])
+        finished = conditions["Failed"].get("lastTransitionTime")
+    elif (job.get("spec") or {}).get("suspend"):
+        phase, reason, message = "Pending", "Queued", "The job is queued, waiting for cluster capacity."
+    else:
+        why = pending_reason(job, workers, events, max_free_gpus, gpu_resource)
+        if why:
+            phase, (reason, message) = "Pending", why
+        elif states and all(s.phase in ("Running", "Succeeded") for s in states) and \
+                any(s.phase == "Running" for s in states):
+            phase, reason, message = "Running", "", ""
+        else:
+            phase, reason, message = "Pending", "Starting", "The workers are starting."
+    return Job(
+        name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
+        created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
+    )
+
+
+def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str) -> int:
+    """The most GPUs any one schedulable node has free (allocatable minus requests of its live pods)."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            requests = (container.get("resources") or {}).get("requests") or {}
+            used[node] = used.get(node, 0) + int(requests.get(gpu_resource, 0))
+    best = 0
+    for node in nodes:
+        if (node.get("spec") or {}).get("unschedulable"):
+            continue
+        allocatable = int(((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource, 0))
+        best = max(best, allocatable - used.get(node["metadata"]["name"], 0))
+    return best

@@ -1,0 +1,107 @@
+"""Will a job fit the namespace's ResourceQuotas? Pure arithmetic, friendly messages.
+
+The API server enforces ResourceQuotas, but for a Job it does so only when the Job
+controller creates pods, long after `submit` returned. This preflight refuses up
+front, with a message that says what is asked, what is allowed and what is in use.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from ..errors import QuotaExceeded
+from ..spec import JobSpec, parse_quantity
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Resource names in ResourceQuota terms -> words for users.
+RESOURCE_WORDS = {
+    "requests.nvidia.com/gpu": "GPUs",
+    "limits.nvidia.com/gpu": "GPUs",
+    "requests.cpu": "CPUs",
+    "limits.cpu": "CPUs",
+    "cpu": "CPUs",
+    "requests.memory": "memory",
+    "limits.memory": "memory",
+    "memory": "memory",
+    "pods": "pods",
+    "count/pods": "pods",
+    "count/jobs.batch": "jobs",
+}
+
+
+def job_request(spec: JobSpec, gpu_resource: str = GPU_RESOURCE) -> dict[str, Decimal]:
+    """What the whole job adds to a namespace, keyed by ResourceQuota resource names."""
+    workers = Decimal(spec.workers)
+    cpu = parse_quantity(spec.cpu) * workers
+    memory = parse_quantity(spec.memory) * workers
+    gpus = Decimal(spec.gpus_per_worker) * workers
+    return {
+        "requests.cpu": cpu, "limits.cpu": cpu, "cpu": cpu,
+        "requests.memory": memory, "limits.memory": memory, "memory": memory,
+        f"requests.{gpu_resource}": gpus, f"limits.{gpu_resource}": gpus,
+        "pods": workers, "count/pods": workers, "count/jobs.batch": Decimal(1),
+    }
+
+
+def format_amount(resource: str, amount: Decimal) -> str:
+    if "memory" in resource:
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount >= size:
+                value = (amount / size).quantize(Decimal("0.01")).normalize()
+                return f"{format(value, 'f')}{unit}"
+        return format(amount.normalize(), "f")
+    return format(amount.normalize(), "f")
+
+
+def check_resource_quotas(spec: JobSpec, quotas: list[dict], gpu_resource: str = GPU_RESOURCE) -> None:
+    """Raise QuotaExceeded for the first ResourceQuota the job would overflow.
+
+    `quotas` are ResourceQuota objects as dicts, with `status.hard` and `status.used`.
+    """
+    request = job_request(spec, gpu_resource)
+    for quota in quotas:
+        status = quota.get("status") or {}
+        hard = status.get("hard") or (quota.get("spec") or {}).get("hard") or {}
+        used = status.get("used") or {}
+        for resource, limit_text in sorted(hard.items()):
+            if resource not in request or request[resource] == 0:
+                continue
+            limit = parse_quantity(limit_text)
+            in_use = parse_quantity(used.get(resource, "0"))
+            if in_use + request[resource] > limit:
+                words = RESOURCE_WORDS.get(resource, resource)
+                raise QuotaExceeded(
+                    f"Needs {format_amount(resource, request[resource])} {words} ({resource}); "
+                    f"your quota is {format_amount(resource, limit)} and "
+                    f"{format_amount(resource, in_use)} are in use."
+                )
+
+
+def parse_quota_rejection(message: str) -> str:
+    """Turn the API server's 'exceeded quota' 403 text into one sentence for users.
+
+    API text: 'pods "x" is forbidden: exceeded quota: compute, requested:
+    requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=2'
+    """
+    if "exceeded quota" not in message:
+        return message
+    parts = {}
+    for key in ("requested", "used", "limited"):
+        marker = f"{key}: "
+        start = message.find(marker)
+        if start < 0:
+            continue
+        rest = message[start + len(marker):]
+        end = min((rest.find(f", {k}:") for k in ("requested", "used", "limited") if rest.find(f", {k}:") >= 0),
+                  default=len(rest))
+        parts[key] = dict(item.split("=", 1) for item in rest[:end].split(",") if "=" in item)
+    requested = parts.get("requested", {})
+    if not requested:
+        return "The namespace's quota does not allow this: " + message.split("exceeded quota:", 1)[1].strip()
+    resource = next(iter(requested))
+    words = RESOURCE_WORDS.get(resource, resource)
+    limit = parts.get("limited", {}).get(resource, "?")
+    in_use = parts.get("used", {}).get(resource, "0")
+    return (f"Needs {requested[resource]} more {words} ({resource}); "
+            f"your quota is {limit} and {in_use} are in use.")

@@ -1,0 +1,145 @@
+"""Job phase, reason and message from Kubernetes objects (pure)."""
+
+import json
+
+import pytest
+
+from paddle_ext.backends.kubernetes_status import job_from_objects, max_free_gpus
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.quota.preflight import check_resource_quotas, parse_quota_rejection
+from paddle_ext.spec import JobSpec
+
+
+def make_job(workers=2, gpus=0, **spec_fields):
+    spec = JobSpec(name="j", command=["python", "t.py"], workers=workers, gpus_per_worker=gpus, **spec_fields)
+    _, job = job_objects(spec, ManifestSettings(namespace="ns", image="img"), json.dumps(spec.to_dict()))
+    job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    job["status"] = {}
+    return job
+
+
+def pod(index, phase="Running", state=None, conditions=None, created="2026-01-01T00:00:01Z"):
+    return {
+        "metadata": {"name": f"j-{index}-x", "uid": f"u{index}{created}", "creationTimestamp": created,
+                     "labels": {"batch.kubernetes.io/job-completion-index": str(index), "paddlecloud.io/job": "j"}},
+        "status": {"phase": phase, "conditions": conditions or [],
+                   "containerStatuses": [{"name": "paddle", "state": state or {}}] if state else []},
+    }
+
+
+def condition(job, type_, reason="", message=""):
+    job["status"]["conditions"] = [{"type": type_, "status": "True", "reason": reason, "message": message,
+                                    "lastTransitionTime": "2026-01-01T00:05:00Z"}]
+    return job
+
+
+def test_running_and_succeeded():
+    job = make_job()
+    pods = [pod(0, state={"running": {}}), pod(1, state={"running": {}})]
+    assert job_from_objects(job, pods, []).phase == "Running"
+    done = condition(make_job(), "Complete")
+    result = job_from_objects(done, [pod(i, "Succeeded", {"terminated": {"exitCode": 0}}) for i in (0, 1)], [])
+    assert (result.phase, result.reason, result.finished) == ("Succeeded", "Completed", "2026-01-01T00:05:00Z")
+    assert result.spec["command"] == ["python", "t.py"]
+
+
+def test_worker_exit_code_is_the_reason():
+    job = condition(make_job(), "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    pods = [pod(0, "Running", {"running": {}}), pod(1, "Failed", {"terminated": {"exitCode": 3, "reason": "Error"}})]
+    result = job_from_objects(job, pods, [])
+    assert (result.phase, result.reason) == ("Failed", "WorkerFailed")
+    assert result.message == "Worker 1 exited with code 3."
+    assert result.worker_states[1].exit_code == 3
+
+
+def test_oom_killed():
+    job = condition(make_job(memory="4Gi"), "Failed", "PodFailurePolicy")
+    pods = [pod(0, "Failed", {"terminated": {"exitCode": 137, "reason": "OOMKilled"}})]
+    result = job_from_objects(job, pods, [])
+    assert result.reason == "OOMKilled" and "4Gi" in result.message and "Worker 0" in result.message
+
+
+def test_deadline_exceeded():
+    job = condition(make_job(max_runtime_seconds=60), "Failed", "DeadlineExceeded")
+    result = job_from_objects(job, [], [])
+    assert result.reason == "DeadlineExceeded" and "60 seconds" in result.message
+
+
+def test_unschedulable_gives_the_numbers():
+    job = make_job(gpus=16)
+    unschedulable = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]
+    pods = [pod(0, "Pending", conditions=unschedulable), pod(1, "Pending", conditions=unschedulable)]
+    result = job_from_objects(job, pods, [], max_free_gpus=8)
+    assert (result.phase, result.reason) == ("Pending", "Unschedulable")
+    assert "Needs 16 GPUs per worker; the most free on any node is 8" in result.message
+    assert "2 Insufficient nvidia.com/gpu" in result.message
+    assert "most free" not in job_from_objects(job, pods, []).message
+
+
+def test_image_pull_names_the_image():
+    job = make_job()
+    pods = [pod(0, "Pending", {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}})]
+    result = job_from_objects(job, pods, [])
+    assert result.reason == "ImagePullBackOff" and "'img'" in result.message
+
+
+def test_quota_event_becomes_quota_exceeded():
+    events = [{"reason": "FailedCreate", "lastTimestamp": "2026-01-01T00:00:02Z",
+               "message": 'Error creating: pods "j-0-abc" is forbidden: exceeded quota: compute, requested: '
+                          "requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=2"}]
+    result = job_from_objects(make_job(), [], events)
+    assert result.reason == "QuotaExceeded"
+    assert result.message == "Needs 2 more GPUs (requests.nvidia.com/gpu); your quota is 2 and 1 are in use."
+
+
+def test_cancelled_wins():
+    job = make_job()
+    job["metadata"]["annotations"]["paddlecloud.io/cancelled"] = "2026-01-01T00:03:00Z"
+    result = job_from_objects(job, [pod(0, "Running", {"running": {}})], [])
+    assert (result.phase, result.finished) == ("Cancelled", "2026-01-01T00:03:00Z")
+
+
+def test_newest_pod_of_a_retried_worker_counts():
+    job = make_job(workers=1)
+    old = pod(0, "Failed", {"terminated": {"exitCode": 1}}, created="2026-01-01T00:00:01Z")
+    new = pod(0, "Running", {"running": {}}, created="2026-01-01T00:01:00Z")
+    assert job_from_objects(job, [old, new], []).phase == "Running"
+
+
+def test_max_free_gpus():
+    nodes = [{"metadata": {"name": n}, "spec": {}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for n in "ab"]
+    pods = [{"spec": {"nodeName": "a", "containers": [{"resources": {"requests": {"nvidia.com/gpu": "6"}}}]},
+             "status": {"phase": "Running"}},
+            {"spec": {"nodeName": "b", "containers": [{"resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+             "status": {"phase": "Running"}},
+            {"spec": {"nodeName": "b", "containers": [{"resources": {"requests": {"nvidia.com/gpu": "5"}}}]},
+             "status": {"phase": "Succeeded"}}]
+    assert max_free_gpus(nodes, pods, "nvidia.com/gpu") == 5
+
+
+def quota(hard, used):
+    return {"status": {"hard": hard, "used": used}}
+
+
+def test_preflight_refuses_with_numbers():
+    spec = JobSpec(command=["x"], workers=2, gpus_per_worker=2)
+    with pytest.raises(QuotaExceeded) as info:
+        check_resource_quotas(spec, [quota({"requests.nvidia.com/gpu": "2"}, {"requests.nvidia.com/gpu": "0"})])
+    assert info.value.message == "Needs 4 GPUs (requests.nvidia.com/gpu); your quota is 2 and 0 are in use."
+    check_resource_quotas(spec, [quota({"requests.nvidia.com/gpu": "4"}, {"requests.nvidia.com/gpu": "0"})])
+
+
+def test_preflight_counts_usage_memory_and_pods():
+    spec = JobSpec(command=["x"], workers=2, memory="8Gi")
+    with pytest.raises(QuotaExceeded) as info:
+        check_resource_quotas(spec, [quota({"requests.memory": "20Gi"}, {"requests.memory": "6Gi"})])
+    assert "Needs 16Gi memory" in info.value.message and "20Gi" in info.value.message and "6Gi" in info.value.message
+    with pytest.raises(QuotaExceeded):
+        check_resource_quotas(spec, [quota({"pods": "3"}, {"pods": "2"})])
+    check_resource_quotas(spec, [quota({"pods": "4"}, {"pods": "2"})])
+
+
+def test_parse_quota_rejection_passes_other_text_through():
+    assert parse_quota_rejection("something else") == "something else"

@@ -1,0 +1,137 @@
+"""Manifests are pure: compared as whole dicts, and validated against Kubernetes 1.35 schemas."""
+
+import json
+
+import kubernetes_validate
+import pytest
+
+from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.spec import JobSpec
+
+K8S_VERSION = "1.35.0"
+DATASETS = (
+    {"name": "imagenet", "mount_path": "/datasets/imagenet",
+     "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}}, "sub_path": "imagenet"},
+    {"name": "coco", "mount_path": "/datasets/coco", "volume": {"nfs": {"server": "nfs.example", "path": "/coco"}}},
+)
+
+
+def settings(**overrides):
+    return ManifestSettings(namespace="user-alice", image="paddle:3.3.1-cpu", user="alice", **overrides)
+
+
+def test_one_cpu_worker_whole_objects():
+    spec = JobSpec(name="tiny", command=["python", "train.py"])
+    service, job = job_objects(spec, settings())
+    labels = {
+        "app.kubernetes.io/name": "paddlecloud-job", "app.kubernetes.io/instance": "tiny",
+        "app.kubernetes.io/component": "worker", "app.kubernetes.io/managed-by": "paddlecloud",
+        "paddlecloud.io/job": "tiny", "paddlecloud.io/kind": "job", "paddlecloud.io/user": "alice",
+    }
+    assert service == {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "tiny", "namespace": "user-alice", "labels": labels},
+        "spec": {"clusterIP": "None", "selector": {"paddlecloud.io/job": "tiny"}, "publishNotReadyAddresses": True,
+                 "ports": [{"name": "paddle-master", "port": 36789, "targetPort": 36789}]},
+    }
+    assert job == {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "tiny", "namespace": "user-alice", "labels": labels},
+        "spec": {
+            "completionMode": "Indexed", "completions": 1, "parallelism": 1, "backoffLimit": 0,
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "subdomain": "tiny",
+                    "enableServiceLinks": False,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                                        "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "paddle",
+                        "image": "paddle:3.3.1-cpu",
+                        "command": ["python", "-m", "paddle.distributed.launch", "--master", "tiny-0.tiny:36789",
+                                    "--nnodes", "1", "--rank", "$(JOB_COMPLETION_INDEX)", "--nproc_per_node", "1",
+                                    "--job_id", "tiny", "python", "train.py"],
+                        "env": [
+                            {"name": "PADDLECLOUD_JOB_NAME", "value": "tiny"},
+                            {"name": "PYTHONUNBUFFERED", "value": "1"},
+                            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                                "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}},
+                        ],
+                        "ports": [{"name": "paddle-master", "containerPort": 36789}],
+                        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "1", "memory": "2Gi"}},
+                        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                    }],
+                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
+                },
+            },
+        },
+    }
+
+
+def big_spec():
+    return JobSpec(name="resnet", command=["python", "train.py", "--epochs", "90"], workers=4, gpus_per_worker=2,
+                   cpu="8", memory="64Gi", datasets=["imagenet", "coco"], env={"NCCL_DEBUG": "INFO"},
+                   max_runtime_seconds=3600)
+
+
+def test_four_workers_two_gpus_two_datasets():
+    s = settings(datasets=DATASETS, gpu_node_selector=(("nvidia.com/gpu.present", "true"),),
+                 gpu_tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
+                 ttl_seconds_after_finished=600, queue_name="team-queue")
+    service, job = job_objects(big_spec(), s, spec_json=json.dumps(big_spec().to_dict()))
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
+    assert job["spec"]["activeDeadlineSeconds"] == 3600 and job["spec"]["ttlSecondsAfterFinished"] == 600
+    assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
+    assert container["resources"]["limits"] == {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"}
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    assert container["command"][container["command"].index("--nproc_per_node") + 1] == "2"
+    assert container["command"][container["command"].index("--master") + 1] == "resnet-0.resnet:36789"
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in container["env"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert {"name": "dataset-imagenet", "mountPath": "/datasets/imagenet", "readOnly": True,
+            "subPath": "imagenet"} in container["volumeMounts"]
+    assert {"name": "dataset-coco", "mountPath": "/datasets/coco", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "dataset-imagenet", "persistentVolumeClaim": {"claimName": "team-datasets", "readOnly": True}} \
+        in pod["volumes"]
+    assert json.loads(job["metadata"]["annotations"]["paddlecloud.io/spec"])["workers"] == 4
+
+
+def test_cpu_jobs_get_no_gpu_scheduling_constraints():
+    s = settings(gpu_node_selector=(("gpu", "yes"),), gpu_tolerations=({"key": "gpu", "operator": "Exists"},))
+    _, job = job_objects(JobSpec(name="cpu", command=["x"]), s)
+    pod = job["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod and "tolerations" not in pod
+
+
+@pytest.mark.parametrize("spec", [JobSpec(name="tiny", command=["python", "t.py"]), big_spec()])
+def test_objects_match_kubernetes_schemas(spec):
+    s = settings(datasets=DATASETS, ttl_seconds_after_finished=60)
+    for obj in job_objects(spec, s):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_schema_check_is_real():
+    _, job = job_objects(JobSpec(name="tiny", command=["x"]), settings())
+    job["spec"]["completionMode"] = 3
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+
+
+def test_paddlejob_variant():
+    (job,) = job_objects(big_spec(), settings(kind="paddlejob", datasets=DATASETS))
+    assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "PaddleJob"
+    worker = job["spec"]["paddleReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 4 and worker["restartPolicy"] == "Never"
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["name"] == "paddle"
+    assert "--master" not in container["command"] and "--rank" not in container["command"]
+    assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
+    assert "subdomain" not in worker["template"]["spec"]
