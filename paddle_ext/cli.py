@@ -35,13 +35,19 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument("--backend", choices=["local", "kubernetes"],
+def _add_common(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("--backend", choices=["local", "kubernetes"], default=default,
                         help="where jobs run (default: $PADDLECLOUD_BACKEND, else kubernetes in a cluster, else local)")
-    common.add_argument("--namespace", help="Kubernetes namespace (default: the kubeconfig context's)")
+    parser.add_argument("--namespace", default=default,
+                        help="Kubernetes namespace (default: the kubeconfig context's)")
 
+
+def build_parser() -> argparse.ArgumentParser:
+    # --backend/--namespace work before or after the command; after it they win.
+    common = _Parser(add_help=False)
+    _add_common(common, argparse.SUPPRESS)
     parser = _Parser(prog="paddlecloud", description="Run distributed PaddlePaddle training jobs.")
+    _add_common(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     submit = commands.add_parser("submit", parents=[common], help="start a job; prints its name")

@@ -68,6 +68,8 @@ class KubernetesBackend(JobBackend):
     pod_annotations = Dict(help="Extra annotations on every worker pod.").tag(config=True)
     user = Unicode(help="User name recorded on job labels. Default: $JUPYTERHUB_USER.").tag(config=True)
     log_retry_seconds = Float(1.0, help="Wait between attempts to (re)attach to a worker's log.").tag(config=True)
+    log_idle_check_seconds = Float(2.0, help="When a followed log is quiet this long, check whether its pod "
+                                   "has stopped (some nodes keep the stream open).").tag(config=True)
 
     @default("namespace")
     def _default_namespace(self):
@@ -156,9 +158,11 @@ class KubernetesBackend(JobBackend):
             raise BackendUnavailable(f"Cannot reach the Kubernetes API server to {action}: {exc}") from exc
 
     async def _raw(self, coroutine) -> dict:
-        """Await an API call made with _preload_content=False; its JSON as dicts."""
+        """Await an API call made with _preload_content=False; its JSON as dicts.
+        (Without preloading the client does not check the status: we do.)"""
         response = await coroutine
         try:
+            await _raise_for_status(response)
             return json.loads(await response.read())
         finally:
             response.release()
@@ -398,49 +402,96 @@ class KubernetesBackend(JobBackend):
 
     async def _worker_log(self, name: str, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
         """One worker's log. Following re-attaches when the stream drops or the pod is
-        replaced, never repeating a line, and ends when the job has finished."""
-        core = await self._core()
-        seen: dict[str, int] = {}  # pod uid -> lines already yielded
+        replaced, never repeating a line, and ends once the job has finished."""
+        seen: dict[str, int] = {}  # pod uid -> lines of its log already yielded
+        tailed: set[str] = set()  # pods first read with a tail: line counts are not offsets
+        complete: set[str] = set()  # pods read to the end after they stopped
         while True:
-            pods = pods_by_worker(await self._pods(label_selector(name)))
-            pod = pods.get(index)
+            pod = pods_by_worker(await self._pods(label_selector(name))).get(index)
             started = pod is not None and _container_started(pod)
-            if started:
-                uid, pod_name = pod["metadata"]["uid"], pod["metadata"]["name"]
-                skip = seen.get(uid, 0)
-                options = {"container": CONTAINER_NAME, "follow": follow, "_preload_content": False}
-                if tail is not None and uid not in seen:
-                    options["tail_lines"] = tail
+            if started and pod["metadata"]["uid"] not in complete:
+                stopped = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                uid = pod["metadata"]["uid"]
+                if uid not in seen:
+                    read_tail = tail
+                    if tail is not None:
+                        tailed.add(uid)
+                else:
+                    read_tail = 0 if uid in tailed else None  # re-attach: only what is new
+                skip = 0 if uid in tailed else seen.get(uid, 0)
+                count = 0
+                seen.setdefault(uid, 0)
                 try:
-                    async with self._api_call("read logs", name):
-                        response = await core.read_namespaced_pod_log(pod_name, self.namespace, **options)
-                        try:
-                            count = 0
-                            buffer = b""
-                            async for chunk in response.content.iter_any():
-                                buffer += chunk
-                                *lines, buffer = buffer.split(b"\n")
-                                for raw in lines:
-                                    count += 1
-                                    if count > skip:
-                                        seen[uid] = count
-                                        yield raw.decode("utf-8", errors="replace").rstrip("\r")
-                            if buffer:
-                                count += 1
-                                if count > skip:
-                                    seen[uid] = count
-                                    yield buffer.decode("utf-8", errors="replace").rstrip("\r")
-                        finally:
-                            response.release()
+                    async for line in self._pod_log_lines(name, pod["metadata"]["name"], follow, read_tail):
+                        count += 1
+                        if count > skip:
+                            seen[uid] = count
+                            yield line
+                    if stopped:
+                        complete.add(uid)
                 except JobNotFound:
                     pass  # the pod went away between listing and reading: look again
             if not follow:
                 return
             job = await self.get(name)
-            if job.done:
-                if started or pod is None:
-                    return
+            if job.done and (started or pod is None):
+                return
             await asyncio.sleep(self.log_retry_seconds)
+
+    async def _pod_log_lines(self, name: str, pod_name: str, follow: bool, tail: int | None) -> AsyncIterator[str]:
+        """Lines of one pod's log. A follow ends at end of stream, or when the pod has
+        stopped and no line came for a while (not every node closes the stream)."""
+        core = await self._core()
+        options = {"container": CONTAINER_NAME, "follow": follow, "_preload_content": False}
+        if tail is not None:
+            options["tail_lines"] = tail
+        async with self._api_call("read logs", name):
+            response = await core.read_namespaced_pod_log(pod_name, self.namespace, **options)
+            try:
+                await _raise_for_status(response)
+            except BaseException:
+                response.release()
+                raise
+        lines: asyncio.Queue = asyncio.Queue(maxsize=10000)
+        end = object()
+
+        async def read():
+            try:
+                while True:
+                    raw = await response.content.readline()
+                    if not raw:
+                        break
+                    await lines.put(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            except Exception as exc:  # connection dropped: the caller re-attaches
+                self.log.debug("Log stream of %s ended: %s", pod_name, exc)
+            finally:
+                await lines.put(end)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(lines.get(), timeout=self.log_idle_check_seconds)
+                except asyncio.TimeoutError:
+                    if await self._pod_stopped(pod_name):
+                        return
+                    continue
+                if item is end:
+                    return
+                yield item
+        finally:
+            reader.cancel()
+            response.release()
+
+    async def _pod_stopped(self, pod_name: str) -> bool:
+        core = await self._core()
+        try:
+            async with self._api_call("read pods", pod_name):
+                pod = await self._raw(core.read_namespaced_pod(pod_name, self.namespace, _preload_content=False))
+        except JobNotFound:
+            return True
+        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or \
+            bool(pod["metadata"].get("deletionTimestamp"))
 
     async def quota(self) -> dict:
         core = await self._core()
@@ -470,6 +521,15 @@ def _container_started(pod: dict) -> bool:
         return False
     state = statuses[0].get("state") or {}
     return "running" in state or "terminated" in state
+
+
+async def _raise_for_status(response) -> None:
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    if response.status >= 400:
+        error = ApiException(status=response.status, reason=response.reason)
+        error.body = await response.text()
+        raise error
 
 
 def _api_message(exc) -> str:

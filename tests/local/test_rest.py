@@ -10,24 +10,16 @@ import pytest
 import requests
 
 from paddle_ext.backends import local_files
-from conftest import JupyterServer, sse_events
+from serverutil import JupyterServer
 
 
 def submit(server, **spec):
-    response = server.api("POST", "/jobs", json=spec)
-    assert response.status_code == 201, response.text
-    return response.json()
+    return server.submit(**spec)
 
 
 def follow(server, name, **params):
-    """Yield (event, data, seconds since start) from the SSE log stream."""
-    start = time.monotonic()
-    with server.api("GET", f"/jobs/{name}/logs", params={"follow": "1", **params}, stream=True,
-                    timeout=180) as response:
-        assert response.status_code == 200
-        assert response.headers["Content-Type"].startswith("text/event-stream")
-        for event, data in sse_events(response):
-            yield event, data, time.monotonic() - start
+    for event, data in server.follow(name, **params):
+        yield event, data, None
 
 
 def job_processes(home, name):

@@ -41,3 +41,10 @@ def test_unknown_backend_from_environment(monkeypatch, capsys):
 def test_list_json_when_empty(capsys):
     assert main(["list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"jobs": []}
+
+
+def test_backend_option_before_or_after_the_command(capsys):
+    assert main(["--backend", "local", "list", "--json"]) == 0
+    assert main(["list", "--backend", "local", "--json"]) == 0
+    assert main(["--backend", "moon", "list"]) == 2
+    assert "invalid choice: 'moon'" in capsys.readouterr().err
