@@ -30,6 +30,7 @@ DATASETS = [
      "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}}, "sub_path": "coco"},
 ]
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def backend(cluster, namespace, kubeconfig=None, **config):
@@ -218,3 +219,38 @@ async def test_a_users_token_cannot_touch_another_users_jobs(cluster, core_v1, m
     finally:
         for b in (bob_jobs, own, intruder):
             await b.close()
+
+
+@pytest.fixture(scope="module")
+def paddlejob_crd(api_client):
+    """Kubeflow training-operator v1.9's PaddleJob CRD, installed into the test cluster."""
+    path = subprocess.run([os.path.join(REPO_ROOT, "tools", "k8s", "fetch_crd.sh")], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    crd = yaml.safe_load(open(path))
+    extensions = kubernetes.client.ApiextensionsV1Api(api_client)
+    try:
+        extensions.create_custom_resource_definition(crd)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
+                         extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
+             what="PaddleJob CRD established")
+    return crd
+
+
+def test_paddlejob_variant_passes_dry_run_against_the_training_operator_crd(paddlejob_crd, api_client,
+                                                                            make_namespace):
+    ns = restricted_namespace(make_namespace)
+    spec = JobSpec(name="pj", command=["python", "train.py"], workers=4, gpus_per_worker=2,
+                   datasets=["imagenet"], max_runtime_seconds=600)
+    settings = ManifestSettings(namespace=ns, image="paddle:3.3.1-gpu", kind="paddlejob",
+                                datasets=tuple(DATASETS), ttl_seconds_after_finished=60)
+    (job,) = job_objects(spec, settings)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    created = custom.create_namespaced_custom_object("kubeflow.org", "v1", ns, "paddlejobs", job, dry_run="All")
+    assert created["spec"]["paddleReplicaSpecs"]["Worker"]["replicas"] == 4
+    job["spec"]["paddleReplicaSpecs"]["Worker"]["replicas"] = "four"  # the CRD's schema really checks
+    with pytest.raises(kubernetes.client.ApiException) as info:
+        custom.create_namespaced_custom_object("kubeflow.org", "v1", ns, "paddlejobs", job, dry_run="All")
+    assert info.value.status == 422
