@@ -19,7 +19,8 @@ from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..manifests import (CANCELLED_ANNOTATION, CONTAINER_NAME, JOB_LABEL, ManifestSettings, job_objects,
                          label_selector)
-from ..quota.preflight import check_resource_quotas, parse_quota_rejection
+from ..quota.model import JobUsage, Limits, check_job
+from ..quota.preflight import check_resource_quotas, parse_quota_rejection, running_jobs_cap
 from ..spec import JobSpec
 from .base import Job, JobBackend, in_cluster, prefix_line
 from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
@@ -195,7 +196,22 @@ class KubernetesBackend(JobBackend):
                 quotas = await self._raw(core.list_namespaced_resource_quota(self.namespace, _preload_content=False))
         except Forbidden:
             return  # cannot read quotas: the API server still enforces them
-        check_resource_quotas(spec, quotas.get("items", []), self.gpu_resource)
+        items = quotas.get("items", [])
+        running = None
+        cap = running_jobs_cap(items)  # the quota service's annotation; not API-server enforced
+        if cap is not None:
+            running = await self._running_usage()
+            check_job(spec, Limits(running_jobs=cap), running)
+        try:
+            check_resource_quotas(spec, items, self.gpu_resource)
+        except QuotaExceeded:
+            # Say which jobs hold what is missing.
+            check_resource_quotas(spec, items, self.gpu_resource,
+                                  running=running if running is not None else await self._running_usage())
+            raise
+
+    async def _running_usage(self) -> list[JobUsage]:
+        return [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
 
     async def submit(self, spec: JobSpec) -> Job:
         spec = self.validate(spec)
@@ -510,9 +526,12 @@ class KubernetesBackend(JobBackend):
                 if resource in (status.get("hard") or {}):
                     limits[key] = status["hard"][resource]
                     used[key] = (status.get("used") or {}).get(resource, "0")
+        cap = running_jobs_cap(quotas)
+        if cap is not None:
+            limits["running_jobs"] = cap
         running = [job for job in await self.list() if not job.done]
         used["running_jobs"] = len(running)
-        return {"limits": limits, "used": used}
+        return {"limits": limits, "used": used, "running": [job.name for job in running]}
 
 
 def _container_started(pod: dict) -> bool:

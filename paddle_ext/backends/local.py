@@ -9,6 +9,8 @@ that can read it (a restarted server, the CLI, a notebook kernel) sees the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import os
 import shutil
 import socket
@@ -16,14 +18,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from decimal import Decimal
 from typing import AsyncIterator
 
 from traitlets import Float, Unicode, default
 
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
 from ..launch import launch_argv
-from ..spec import JobSpec, NAME_PATTERN, parse_quantity
+from ..quota.identity import current_groups, current_user
+from ..quota.model import Effective, JobUsage, check_job, resolve, usage_report
+from ..quota.store import LocalQuotaStore, lock_file
+from ..spec import JobSpec, NAME_PATTERN
 from . import local_files as files
 from .base import FINISHED_PHASES, Job, JobBackend, WorkerState, prefix_line
 from .local_supervisor import stop_group
@@ -96,6 +100,15 @@ class LocalBackend(JobBackend):
     python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
     stop_grace_seconds = Float(5.0, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
     poll_interval = Float(0.2, help="Seconds between checks for new log lines when following.").tag(config=True)
+    quota_file = Unicode(help="Quota settings (written by the hub's quota service). Default: "
+                              "$PADDLECLOUD_QUOTA_FILE, else quotas.json in the state folder.").tag(config=True)
+    user = Unicode(help="Whose quota applies. Default: $JUPYTERHUB_USER, else the OS user.").tag(config=True)
+
+    _submit_lock: asyncio.Lock | None = None
+
+    @default("quota_file")
+    def _default_quota_file(self):
+        return os.environ.get("PADDLECLOUD_QUOTA_FILE") or os.path.join(self.home, "quotas.json")
 
     @default("home")
     def _default_home(self):
@@ -137,25 +150,31 @@ class LocalBackend(JobBackend):
 
     async def submit(self, spec: JobSpec) -> Job:
         spec = self.validate(spec)
-        await self.preflight(spec)
         job_dir = self._job_dir(spec.name)
         try:
             os.makedirs(self.jobs_dir, exist_ok=True)
-            staging = tempfile.mkdtemp(dir=self.jobs_dir, prefix=".new-")
         except OSError as exc:
             raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
-        deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
-        files.write_json(files.job_file(staging), {
-            "spec": spec.to_dict(), "created": files.now_iso(), "workdir": self.working_dir,
-            "env": self._job_env(spec), "deadline": deadline,
-        })
-        try:
-            os.rename(staging, job_dir)  # atomic; fails if the name is taken
-        except OSError as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            if os.path.exists(job_dir):
-                raise JobExists(spec.name) from exc
-            raise BackendUnavailable(f"Cannot create the job folder {job_dir}: {exc.strerror}.") from exc
+        # The quota check and the job's creation happen under one lock, so two
+        # submits at once cannot both fit into the last free slot.
+        async with self._submit_guard():
+            await self.preflight(spec)
+            try:
+                staging = tempfile.mkdtemp(dir=self.jobs_dir, prefix=".new-")
+            except OSError as exc:
+                raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
+            deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
+            files.write_json(files.job_file(staging), {
+                "spec": spec.to_dict(), "created": files.now_iso(), "workdir": self.working_dir,
+                "env": self._job_env(spec), "deadline": deadline,
+            })
+            try:
+                os.rename(staging, job_dir)  # atomic; fails if the name is taken
+            except OSError as exc:
+                shutil.rmtree(staging, ignore_errors=True)
+                if os.path.exists(job_dir):
+                    raise JobExists(spec.name) from exc
+                raise BackendUnavailable(f"Cannot create the job folder {job_dir}: {exc.strerror}.") from exc
         master = f"127.0.0.1:{free_port()}"
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
@@ -168,13 +187,39 @@ class LocalBackend(JobBackend):
         self.log.info("Started local job %s with %d workers", spec.name, spec.workers)
         return await self.get(spec.name)
 
+    @contextlib.asynccontextmanager
+    async def _submit_guard(self):
+        """One submit at a time per state folder: in this process (an asyncio lock, so a
+        waiting coroutine never blocks the loop) and across processes (an fcntl lock,
+        taken in a thread)."""
+        if self._submit_lock is None:
+            self._submit_lock = asyncio.Lock()
+        async with self._submit_lock:
+            fd = await asyncio.to_thread(lock_file, os.path.join(self.jobs_dir, ".submit.lock"))
+            try:
+                yield
+            finally:
+                os.close(fd)
+
     async def _wait_started(self, job_dir: str, workers: int, timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
         while len(files.worker_pids(job_dir)) < workers and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
     async def preflight(self, spec: JobSpec) -> None:
-        """Refuse what cannot run here; the quota model plugs in here."""
+        """Refuse, with numbers, a job that does not fit the user's quota next to their
+        running jobs (settings: `quota_file`, shared with the hub's quota service)."""
+        limits = (await self._effective_quota()).limits
+        if limits.empty:
+            return
+        running = [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
+        check_job(spec, limits, running)
+
+    async def _effective_quota(self) -> Effective:
+        config = await LocalQuotaStore(self.quota_file).load()
+        # Groups matter only when some group has limits; asking the hub costs a request.
+        groups = await asyncio.to_thread(current_groups) if config.groups else []
+        return resolve(config, self.user or current_user(), groups)
 
     def _read(self, name: str) -> Job:
         job_dir = self._job_dir(name)
@@ -259,16 +304,12 @@ class LocalBackend(JobBackend):
                 await asyncio.sleep(self.poll_interval)
 
     async def quota(self) -> dict:
-        running = [job for job in await self.list() if not job.done]
-        return {
-            "limits": {},
-            "used": {
-                "running_jobs": len(running),
-                "gpus": sum(job.workers * job.spec["gpus_per_worker"] for job in running),
-                "cpu": format(sum((job.workers * parse_quantity(job.spec["cpu"]) for job in running), Decimal(0)).normalize(), "f"),
-                "pods": sum(job.workers for job in running),
-            },
-        }
+        """The user's effective limits (unset = unlimited), what their running jobs use,
+        where each limit comes from, and GPU-hours of the last 7 and 30 days."""
+        effective = await self._effective_quota()
+        report = usage_report(await self.list(), datetime.datetime.now(datetime.timezone.utc))
+        return {"limits": effective.limits.set_fields(), **report, "sources": dict(effective.sources),
+                "user": self.user or current_user()}
 
 
 class LogReader:

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from ..errors import QuotaExceeded
 from ..spec import JobSpec, parse_quantity
+from .model import RUNNING_JOBS_ANNOTATION, holders
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -54,10 +55,13 @@ def format_amount(resource: str, amount: Decimal) -> str:
     return format(amount.normalize(), "f")
 
 
-def check_resource_quotas(spec: JobSpec, quotas: list[dict], gpu_resource: str = GPU_RESOURCE) -> None:
+def check_resource_quotas(spec: JobSpec, quotas: list[dict], gpu_resource: str = GPU_RESOURCE,
+                          running: list | None = None) -> None:
     """Raise QuotaExceeded for the first ResourceQuota the job would overflow.
 
     `quotas` are ResourceQuota objects as dicts, with `status.hard` and `status.used`.
+    `running` (model.JobUsage of the namespace's running jobs), when given, names in
+    the message the jobs that hold the resource.
     """
     request = job_request(spec, gpu_resource)
     for quota in quotas:
@@ -74,8 +78,28 @@ def check_resource_quotas(spec: JobSpec, quotas: list[dict], gpu_resource: str =
                 raise QuotaExceeded(
                     f"Needs {format_amount(resource, request[resource])} {words} ({resource}); "
                     f"your quota is {format_amount(resource, limit)} and "
-                    f"{format_amount(resource, in_use)} are in use."
+                    f"{format_amount(resource, in_use)} are in use{_holders(resource, running)}."
                 )
+
+
+_USAGE_FIELDS = (("gpu", "gpus"), ("cpu", "cpu"), ("memory", "memory"), ("pods", "pods"))
+
+
+def _holders(resource: str, running: list | None) -> str:
+    """' by jobs a, b' for the running jobs that hold some of `resource` ('' if unknown)."""
+    field = next((f for key, f in _USAGE_FIELDS if key in resource), None)
+    return holders(field, running or []) if field else ""
+
+
+def running_jobs_cap(quotas: list[dict]) -> int | None:
+    """The running-jobs cap from the `paddlecloud.io/running-jobs` annotation of the
+    namespace's ResourceQuotas (the smallest, if several set it); None if none does."""
+    caps = []
+    for quota in quotas:
+        value = ((quota.get("metadata") or {}).get("annotations") or {}).get(RUNNING_JOBS_ANNOTATION)
+        if value is not None and str(value).strip().isdigit():
+            caps.append(int(value))
+    return min(caps) if caps else None
 
 
 def parse_quota_rejection(message: str) -> str:

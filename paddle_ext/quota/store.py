@@ -1,0 +1,190 @@
+"""Where quota settings live: a JSON file (embedded default) or a ConfigMap (Kubernetes).
+
+Both stores hold one `QuotaConfig` document and change it only through
+`model.apply_update`, atomically:
+
+- LocalQuotaStore: `$PADDLECLOUD_HOME/quotas.json`, read-modify-write under an
+  exclusive fcntl lock on `quotas.json.lock`, written to a temporary file and renamed
+  into place, so readers never see half a file and two writers never interleave.
+- KubernetesQuotaStore: ConfigMap `paddlecloud-quotas` (key `quotas.json`) in the
+  hub's namespace, replaced with its resourceVersion; when another writer got there
+  first the API server answers 409 and the update is re-applied to the new document.
+
+Lost updates: an update without an expected `revision` merges its fields into
+whatever is current (fields it leaves out keep their value); one with a `revision`
+(what the admin page sends) fails with QuotaConflict (409) if the entry has changed
+since the editor read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from typing import Any, Mapping
+
+from ..errors import BackendUnavailable
+from .model import QuotaConfig, apply_update
+
+CONFIGMAP_NAME = "paddlecloud-quotas"
+CONFIGMAP_KEY = "quotas.json"
+QUOTA_FILE_ENV = "PADDLECLOUD_QUOTA_FILE"
+
+
+def default_quota_file() -> str:
+    """$PADDLECLOUD_QUOTA_FILE, else quotas.json in $PADDLECLOUD_HOME (default ~/.paddlecloud)."""
+    explicit = os.environ.get(QUOTA_FILE_ENV)
+    if explicit:
+        return explicit
+    home = os.environ.get("PADDLECLOUD_HOME") or os.path.join(os.path.expanduser("~"), ".paddlecloud")
+    return os.path.join(home, "quotas.json")
+
+
+def _parse_document(text: str, where: str) -> QuotaConfig:
+    try:
+        return QuotaConfig.from_dict(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise BackendUnavailable(f"The quota settings in {where} are not valid; fix or remove them ({exc}).") from exc
+
+
+def lock_file(path: str) -> int:
+    """Open `path` (created if needed) and take an exclusive fcntl lock on it; returns the
+    file descriptor, whose closing releases the lock. Blocks while another holds it."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise BackendUnavailable(f"Cannot open the lock file {path}: {exc.strerror}.") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def file_lock(path: str):
+    """An exclusive fcntl lock on `path`, held for the block (blocking; not for event loops)."""
+    fd = lock_file(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+class LocalQuotaStore:
+    """Quota settings in a JSON file; safe for several processes at once."""
+
+    def __init__(self, path: str | None = None):
+        self.path = os.path.abspath(path or default_quota_file())
+
+    def read(self) -> QuotaConfig:
+        """The current settings (empty ones when the file does not exist yet)."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return QuotaConfig()
+        except OSError as exc:
+            raise BackendUnavailable(f"Cannot read the quota file {self.path}: {exc.strerror}.") from exc
+        return _parse_document(text, self.path)
+
+    def _write(self, config: QuotaConfig) -> None:
+        directory = os.path.dirname(self.path)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".quotas-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(config.to_dict(), f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise BackendUnavailable(f"Cannot write the quota file {self.path}: {exc.strerror}.") from exc
+
+    def update_sync(self, kind: str, name: str | None, patch: Mapping[str, Any]) -> QuotaConfig:
+        with file_lock(self.path + ".lock"):
+            config = apply_update(self.read(), kind, name, patch)
+            self._write(config)
+            return config
+
+    async def load(self) -> QuotaConfig:
+        return await asyncio.to_thread(self.read)
+
+    async def update(self, kind: str, name: str | None, patch: Mapping[str, Any]) -> QuotaConfig:
+        """Apply a validated patch (model.parse_patch) to one entry; the new settings."""
+        return await asyncio.to_thread(self.update_sync, kind, name, patch)
+
+
+class KubernetesQuotaStore:
+    """Quota settings in a ConfigMap, updated with optimistic concurrency."""
+
+    def __init__(self, api_client, namespace: str, name: str = CONFIGMAP_NAME, retries: int = 8):
+        self.api_client = api_client
+        self.namespace = namespace
+        self.name = name
+        self.retries = retries
+
+    def _core(self):
+        from kubernetes_asyncio import client
+
+        return client.CoreV1Api(self.api_client)
+
+    async def _read(self) -> tuple[QuotaConfig, dict | None]:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            configmap = await self._core().read_namespaced_config_map(self.name, self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return QuotaConfig(), None
+            raise _unavailable(exc, f"read ConfigMap {self.namespace}/{self.name}") from exc
+        text = (configmap.data or {}).get(CONFIGMAP_KEY) or "{}"
+        return _parse_document(text, f"ConfigMap {self.namespace}/{self.name}"), configmap
+
+    async def load(self) -> QuotaConfig:
+        return (await self._read())[0]
+
+    async def update(self, kind: str, name: str | None, patch: Mapping[str, Any]) -> QuotaConfig:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        core = self._core()
+        for _attempt in range(self.retries):
+            current, configmap = await self._read()
+            config = apply_update(current, kind, name, patch)  # QuotaConflict for a stale revision
+            data = {CONFIGMAP_KEY: json.dumps(config.to_dict(), indent=1, sort_keys=True)}
+            try:
+                if configmap is None:
+                    await core.create_namespaced_config_map(self.namespace, {
+                        "apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": self.name, "namespace": self.namespace,
+                                     "labels": {"app.kubernetes.io/managed-by": "paddlecloud"}},
+                        "data": data})
+                else:
+                    body = {"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": self.name, "namespace": self.namespace,
+                                         "labels": configmap.metadata.labels,
+                                         "resourceVersion": configmap.metadata.resource_version},
+                            "data": data}
+                    await core.replace_namespaced_config_map(self.name, self.namespace, body)
+                return config
+            except ApiException as exc:
+                if exc.status == 409:
+                    continue  # someone else wrote first: re-read and re-apply
+                raise _unavailable(exc, f"write ConfigMap {self.namespace}/{self.name}") from exc
+        raise BackendUnavailable(
+            f"Could not save the quota after {self.retries} tries: ConfigMap {self.namespace}/{self.name} "
+            "keeps changing; try again.")
+
+
+def _unavailable(exc, action: str) -> BackendUnavailable:
+    try:
+        message = json.loads(exc.body).get("message") or exc.reason
+    except (TypeError, ValueError, AttributeError):
+        message = exc.reason
+    return BackendUnavailable(f"Kubernetes could not {action} (HTTP {exc.status}): {message}")

@@ -1,0 +1,157 @@
+"""The pure quota model: validation, merge, resolution, ResourceQuota form, preflight, GPU-hours."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.quota import model
+from paddle_ext.quota.kube import namespace_for, user_resource_quota
+from paddle_ext.quota.model import (Entry, JobRecord, JobUsage, Limits, QuotaConfig, QuotaConflict,
+                                    QuotaInputError, apply_update, check_job, gpu_hours, parse_patch, resolve,
+                                    resource_quota_hard)
+from paddle_ext.quota.preflight import check_resource_quotas, running_jobs_cap
+from paddle_ext.spec import JobSpec
+
+
+def test_parse_patch_normalizes_and_keeps_nulls():
+    assert parse_patch({"gpus": 2, "cpu": "8", "memory": "32Gi", "pods": "10", "running_jobs": None}) == \
+        {"gpus": 2, "cpu": "8", "memory": "32Gi", "pods": 10, "running_jobs": None}
+    assert parse_patch({"cpu": 4}) == {"cpu": "4"}
+    assert parse_patch({"cpu": 0.5}) == {"cpu": "0.5"}
+    assert parse_patch({}) == {}
+
+
+@pytest.mark.parametrize("body, field, words", [
+    ({"gpus": -1}, "gpus", "must not be negative (got -1)"),
+    ({"gpus": "two"}, "gpus", "must be a whole number (got 'two')"),
+    ({"gpus": 1.5}, "gpus", "must be a whole number (got 1.5)"),
+    ({"gpus": True}, "gpus", "must be a whole number (got True)"),
+    ({"cpu": "-2"}, "cpu", "must not be negative"),
+    ({"memory": "lots"}, "memory", "is not a Kubernetes quantity"),
+    ({"memory": [1]}, "memory", "must be a quantity"),
+    ({"gpu": 2}, "gpu", "unknown field (allowed: gpus, cpu, memory, pods, running_jobs)"),
+])
+def test_parse_patch_rejects_naming_the_field(body, field, words):
+    with pytest.raises(QuotaInputError) as info:
+        parse_patch(body)
+    assert info.value.status == 400
+    assert words in info.value.problems[field]
+    assert info.value.message.startswith(f"Invalid quota: {field}: ")
+    assert info.value.to_dict()["fields"] == info.value.problems
+
+
+def test_parse_patch_reports_every_bad_field_and_rejects_non_objects():
+    with pytest.raises(QuotaInputError) as info:
+        parse_patch({"gpus": -1, "pods": "x", "cpu": "2"})
+    assert set(info.value.problems) == {"gpus", "pods"}
+    with pytest.raises(QuotaInputError, match="body: must be a JSON object"):
+        parse_patch([1, 2])
+    with pytest.raises(QuotaInputError, match="revision: unknown field"):
+        parse_patch({"revision": 3})
+    assert parse_patch({"revision": 3, "gpus": 1}, allow_revision=True) == {"revision": 3, "gpus": 1}
+
+
+def test_merge_keeps_left_out_fields_and_null_clears():
+    limits = Limits(gpus=2, cpu="8", memory="16Gi")
+    assert model.merge(limits, {"gpus": 4}) == Limits(gpus=4, cpu="8", memory="16Gi")
+    assert model.merge(limits, {"cpu": None}) == Limits(gpus=2, memory="16Gi")
+
+
+def test_apply_update_stamps_revisions_drops_empty_entries_and_detects_stale_writes():
+    config = apply_update(QuotaConfig(), "users", "alice", {"gpus": 2})
+    assert config.version == 1 and config.users["alice"] == Entry(Limits(gpus=2), 1)
+    config = apply_update(config, "default", None, {"gpus": 1, "running_jobs": 3})
+    assert config.version == 2 and config.default.revision == 2 and config.users["alice"].revision == 1
+    # An editor who read alice at revision 1 may write; one who read revision 0 may not.
+    updated = apply_update(config, "users", "alice", {"cpu": "4", "revision": 1})
+    assert updated.users["alice"].limits == Limits(gpus=2, cpu="4")
+    with pytest.raises(QuotaConflict) as info:
+        apply_update(updated, "users", "alice", {"gpus": 8, "revision": 1})
+    assert info.value.status == 409 and "user 'alice'" in info.value.message
+    cleared = apply_update(updated, "users", "alice", {"gpus": None, "cpu": None})
+    assert "alice" not in cleared.users
+    assert QuotaConfig.from_dict(cleared.to_dict()) == cleared
+
+
+def test_resolution_user_override_then_most_generous_group_then_default():
+    config = QuotaConfig(
+        default=Entry(Limits(gpus=1, cpu="4", memory="8Gi", running_jobs=2)),
+        groups={"ml": Entry(Limits(gpus=4, cpu="16")), "vision": Entry(Limits(gpus=8, cpu="2000m")),
+                "other": Entry(Limits(gpus=100))},
+        users={"alice": Entry(Limits(gpus=2))},
+    )
+    effective = resolve(config, "bob", ["ml", "vision"])
+    assert effective.limits == Limits(gpus=8, cpu="16", memory="8Gi", running_jobs=2)
+    assert effective.sources == {"gpus": "group:vision", "cpu": "group:ml", "memory": "default",
+                                 "running_jobs": "default"}
+    # A user override wins even when it is lower than the group's.
+    alice = resolve(config, "alice", ["ml"])
+    assert alice.limits.gpus == 2 and alice.sources["gpus"] == "user"
+    assert resolve(config, "carol", []).limits == config.default.limits
+    assert resolve(QuotaConfig(), "dave", ["ml"]).limits == Limits()
+
+
+def test_resource_quota_form():
+    limits = Limits(gpus=2, cpu="8", memory="32Gi", pods=10, running_jobs=3)
+    assert resource_quota_hard(limits) == {"requests.nvidia.com/gpu": "2", "requests.cpu": "8",
+                                           "requests.memory": "32Gi", "pods": "10"}
+    assert user_resource_quota("paddlecloud-alice", limits) == {
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": "paddlecloud-quota", "namespace": "paddlecloud-alice",
+                     "labels": {"app.kubernetes.io/managed-by": "paddlecloud"},
+                     "annotations": {"paddlecloud.io/running-jobs": "3"}},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "2", "requests.cpu": "8", "requests.memory": "32Gi",
+                          "pods": "10"}}}
+    assert user_resource_quota("ns", Limits()) is None
+    assert running_jobs_cap([user_resource_quota("ns", limits)]) == 3
+    assert running_jobs_cap([user_resource_quota("ns", Limits(gpus=1))]) is None
+    assert namespace_for("alice") == "paddlecloud-alice"
+    with pytest.raises(ValueError, match="not a valid namespace name"):
+        namespace_for("Alice@example.org")
+
+
+def spec(**kw):
+    return JobSpec(command=("python", "train.py"), name="new-job", **kw)
+
+
+def test_check_job_names_the_jobs_holding_resources():
+    running = [JobUsage.of("resnet-3", {"workers": 2, "gpus_per_worker": 1, "cpu": "1", "memory": "2Gi"})]
+    with pytest.raises(QuotaExceeded) as info:
+        check_job(spec(workers=4, gpus_per_worker=1), Limits(gpus=2), running)
+    assert info.value.message == "Needs 4 GPUs; your quota is 2 and 2 are in use by job resnet-3."
+    with pytest.raises(QuotaExceeded, match=r"^Needs 8Gi memory; your quota is 10Gi and 4Gi is in use by job resnet-3\.$"):
+        check_job(spec(workers=2, memory="4Gi"), Limits(memory="10Gi"), running)
+    with pytest.raises(QuotaExceeded) as info:
+        check_job(spec(), Limits(running_jobs=1), running)
+    assert info.value.message == ("Your quota allows 1 running job and 1 is running (resnet-3); "
+                                  "wait for one to finish or cancel one.")
+    # What fits, fits: exactly at the limit, or unlimited.
+    check_job(spec(workers=2, gpus_per_worker=1), Limits(gpus=4, running_jobs=2), running)
+    check_job(spec(workers=8, gpus_per_worker=8), Limits(), running)
+
+
+def test_kubernetes_preflight_names_holders_when_given():
+    quota = {"status": {"hard": {"requests.nvidia.com/gpu": "2"}, "used": {"requests.nvidia.com/gpu": "2"}}}
+    running = [JobUsage.of("resnet-3", {"workers": 2, "gpus_per_worker": 1}),
+               JobUsage.of("cpu-only", {"workers": 1, "gpus_per_worker": 0})]
+    with pytest.raises(QuotaExceeded) as info:
+        check_resource_quotas(spec(workers=4, gpus_per_worker=1), [quota], running=running)
+    assert info.value.message == ("Needs 4 GPUs (requests.nvidia.com/gpu); your quota is 2 and 2 are in use "
+                                  "by job resnet-3.")
+
+
+def test_gpu_hours_windows_and_running_jobs():
+    now = datetime.datetime(2026, 11, 30, 12, tzinfo=datetime.timezone.utc)
+    hours = datetime.timedelta(hours=1)
+    records = [
+        JobRecord("done", 4, now - 10 * hours, now - 8 * hours),             # 8 GPU-hours
+        JobRecord("running", 2, now - 3 * hours, None),                      # 6 so far
+        JobRecord("old", 1, now - datetime.timedelta(days=20), now - datetime.timedelta(days=19)),  # 24, 30d only
+        JobRecord("straddles", 1, now - datetime.timedelta(days=7, hours=2), now - datetime.timedelta(days=6, hours=22)),
+        JobRecord("cpu", 0, now - 5 * hours, None),
+    ]
+    assert gpu_hours(records, now, 7) == 8 + 6 + 2
+    assert gpu_hours(records, now, 30) == 8 + 6 + 24 + 4
