@@ -1,0 +1,77 @@
+"""Browser tier: Debian Chromium driven by Playwright against the real local hub.
+
+Screenshots go to test-artifacts/browser/ (gitignored); a failing test also leaves
+`<test name>-failure.png` there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hubutil import REPO, LocalHub  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture
+def hub(tmp_path):
+    hub = LocalHub(tmp_path / "paddlecloud")
+    try:
+        hub.start()
+        yield hub
+    finally:
+        leftovers = hub.stop()
+    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.fail(f"{CHROMIUM} is missing; run `make browser-deps`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser, request, artifacts):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            try:
+                page.screenshot(path=str(artifacts / f"{request.node.name}-failure.png"), full_page=True)
+            except Exception as exc:  # the page may be gone; the test's own error matters more
+                print(f"could not take a failure screenshot: {exc}")
+        context.close()

@@ -1,0 +1,79 @@
+"""A researcher's first minutes, in a real browser: log in to the local hub, open the
+quickstart notebook in JupyterLab, run the launcher cell, press Launch and watch both
+workers' logs stream into the monitor until the job succeeds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+USER = "carol"
+SECOND = 1000  # Playwright timeouts are in milliseconds
+
+
+def dismiss_news_toast(page) -> None:
+    """JupyterLab may ask about news on first start (the hub config turns the feed off;
+    this guards against a version that asks anyway). Never fails the test."""
+    toast = page.locator(".jp-toast-button", has_text=re.compile(r"^\s*No\s*$"))
+    try:
+        toast.first.click(timeout=2 * SECOND)
+    except Exception:
+        pass
+
+
+def run_cell(cell, page, attempts: int = 3) -> None:
+    """Shift+Enter in the cell; retried if JupyterLab did not take it (the prompt stays `[ ]:`)."""
+    prompt = cell.locator(".jp-InputPrompt")
+    for _ in range(attempts):
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            expect(prompt).not_to_have_text(re.compile(r"^\s*\[\s*\]:\s*$"), timeout=10 * SECOND)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"the cell did not run after {attempts} Shift+Enter presses")
+
+
+def test_quickstart_launches_a_job_and_streams_both_workers(hub, page, artifacts):
+    try:
+        page.goto(hub.url + "/hub/login")
+        page.fill("#username_input", USER)
+        page.fill("#password_input", hub.password)
+        page.click("#login_submit")
+        # The hub spawns the server and redirects to JupyterLab (default_url /lab).
+        page.wait_for_url(re.compile(rf"/user/{USER}/lab"), timeout=300 * SECOND)
+        expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=120 * SECOND)
+        dismiss_news_toast(page)
+
+        page.goto(f"{hub.url}/user/{USER}/lab/tree/quickstart.ipynb")
+        notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+        first_code = notebook.locator(".jp-CodeCell").first
+        expect(first_code).to_contain_text("JobLauncher()", timeout=120 * SECOND)
+        # Wait for the kernel: Shift+Enter before it is connected can be dropped silently.
+        expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=180 * SECOND)
+        run_cell(first_code, page)
+
+        launch = notebook.locator(".widget-button", has_text=re.compile(r"^\s*Launch\s*$"))
+        expect(launch).to_have_count(1, timeout=180 * SECOND)
+        expect(launch).to_be_enabled()
+        launch.click()
+
+        log = notebook.locator(".paddle-log")
+        expect(log).to_be_visible(timeout=60 * SECOND)
+        for worker in (0, 1):
+            expect(log).to_contain_text(
+                re.compile(rf"\[worker-{worker}\] rank {worker}: all_reduce check ok: sum=3"), timeout=240 * SECOND)
+        # Let the job finish (the monitor shows the phase), so the hub stops with nothing running.
+        expect(notebook.locator(".paddle-monitor .paddle-phase")).to_have_text("Succeeded", timeout=240 * SECOND)
+        expect(log).to_contain_text(re.compile(r"\[worker-1\] rank 1: done"))
+    finally:
+        try:  # show the live log in the picture when there is one
+            page.locator(".paddle-log").first.scroll_into_view_if_needed(timeout=2 * SECOND)
+        except Exception:
+            pass
+        page.screenshot(path=str(artifacts / "quickstart.png"))
