@@ -82,21 +82,17 @@ def resources(spec: JobSpec, settings: ManifestSettings) -> dict:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def _catalogue(settings: ManifestSettings) -> dict[str, dict]:
-    return {dataset["name"]: dataset for dataset in settings.datasets}
-
-
-def dataset_volumes(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dict], list[dict]]:
-    """(volumes, volumeMounts) for the spec's datasets: read-only, at the catalogue's paths.
+def catalogue_volumes(names, catalogue: tuple[dict, ...] | list[dict]) -> tuple[list[dict], list[dict]]:
+    """(volumes, volumeMounts) for datasets `names`: read-only, at the catalogue's paths.
 
     A catalogue entry: {"name", "mount_path", "volume": <a Kubernetes volume source,
     e.g. {"persistentVolumeClaim": {"claimName": "datasets"}}>, "sub_path": optional}.
-    The same entries mount the datasets into notebooks (hub_config).
+    Job pods and notebook pods both mount datasets through this function.
     """
-    catalogue = _catalogue(settings)
+    entries = {dataset["name"]: dataset for dataset in catalogue}
     volumes, mounts = [], []
-    for name in spec.datasets:
-        entry = catalogue[name]
+    for name in names:
+        entry = entries[name]
         volume_name = f"dataset-{name}"
         source = dict(entry["volume"])
         if "persistentVolumeClaim" in source:
@@ -107,6 +103,10 @@ def dataset_volumes(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
             mount["subPath"] = entry["sub_path"]
         mounts.append(mount)
     return volumes, mounts
+
+
+def dataset_volumes(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dict], list[dict]]:
+    return catalogue_volumes(spec.datasets, settings.datasets)
 
 
 def pod_security_context(settings: ManifestSettings) -> dict:

@@ -9,6 +9,7 @@ anything a user should see.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any, AsyncIterator
 
@@ -118,6 +119,14 @@ class JobBackend(LoggingConfigurable):
         Unicode(), help="Command preselected in the launcher."
     ).tag(config=True)
 
+    @default("images")
+    def _default_images(self):
+        return _json_env("PADDLECLOUD_IMAGES", [])
+
+    @default("datasets")
+    def _default_datasets(self):
+        return _json_env("PADDLECLOUD_DATASETS", [])
+
     @default("default_command")
     def _default_command(self):
         return ["python", "train.py", "--epochs", "3"]
@@ -177,9 +186,28 @@ class JobBackend(LoggingConfigurable):
         """Release connections."""
 
 
+def _json_env(name: str, fallback):
+    """Configuration handed to notebook pods by the hub as JSON in an environment variable."""
+    text = os.environ.get(name)
+    if not text:
+        return fallback
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"${name} is not valid JSON: {exc}") from exc
+
+
+def service_account_dir() -> str:
+    """Where the pod's service-account token, CA and namespace are mounted.
+
+    PADDLECLOUD_SERVICEACCOUNT_DIR overrides the standard path; the cluster tests use
+    it to run a notebook pod's command as a local process with the pod's identity."""
+    return os.environ.get("PADDLECLOUD_SERVICEACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
+
+
 def in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        os.path.join(service_account_dir(), "token")
     )
 
 

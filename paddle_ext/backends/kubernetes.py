@@ -22,10 +22,9 @@ from ..manifests import (CANCELLED_ANNOTATION, CONTAINER_NAME, JOB_LABEL, Manife
 from ..quota.model import JobUsage, Limits, check_job
 from ..quota.preflight import check_resource_quotas, parse_quota_rejection, running_jobs_cap
 from ..spec import JobSpec
-from .base import Job, JobBackend, in_cluster, prefix_line
+from .base import Job, JobBackend, in_cluster, prefix_line, service_account_dir
 from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
 
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 PADDLEJOB_API = ("kubeflow.org", "v1", "paddlejobs")
 
 
@@ -74,8 +73,9 @@ class KubernetesBackend(JobBackend):
 
     @default("namespace")
     def _default_namespace(self):
-        if in_cluster() and os.path.exists(SERVICE_ACCOUNT_NAMESPACE):
-            with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as f:
+        namespace_file = os.path.join(service_account_dir(), "namespace")
+        if in_cluster() and os.path.exists(namespace_file):
+            with open(namespace_file, encoding="utf-8") as f:
                 return f.read().strip()
         return kubeconfig_namespace(self.kubeconfig or None, self.context or None) or "default"
 
@@ -102,7 +102,11 @@ class KubernetesBackend(JobBackend):
                 configuration = client.Configuration()
                 try:
                     if in_cluster():
-                        config.load_incluster_config(client_configuration=configuration)
+                        sa_dir = service_account_dir()
+                        config.load_incluster_config(
+                            client_configuration=configuration,
+                            token_filename=os.path.join(sa_dir, "token"),
+                            cert_filename=os.path.join(sa_dir, "ca.crt"))
                     else:
                         await config.load_kube_config(config_file=self.kubeconfig, context=self.context or None,
                                                       client_configuration=configuration)

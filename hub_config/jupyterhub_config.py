@@ -1,0 +1,102 @@
+"""JupyterHub config for PaddleCloud Hub on Kubernetes.
+
+Settings come from a values file ($PADDLECLOUD_VALUES, YAML) and PADDLECLOUD_<SETTING>
+environment variables (see paddle_ext.kubehub.HubSettings), so the Helm chart drives
+this file without editing it. Each user gets:
+
+- a namespace of their own (template `user_namespace_template`), labelled for Pod
+  Security `restricted`, with a ServiceAccount whose Role may manage jobs, pods,
+  pods/log, services and events there and nowhere else, a LimitRange and a
+  ResourceQuota;
+- a notebook pod from one of the PaddlePaddle profiles (GPU, GPU x4, CPU), refused at
+  once when the quota cannot fit it;
+- a home PersistentVolumeClaim kept across restarts, and the team's datasets mounted
+  read-only at the same paths training jobs see.
+
+Hub-level environment:
+    PADDLECLOUD_HUB_IP / PADDLECLOUD_HUB_PORT   where the proxy listens (0.0.0.0:8000)
+    PADDLECLOUD_HUB_API_IP / ..._API_PORT       the hub's own API (0.0.0.0:8081)
+    PADDLECLOUD_HUB_CONNECT_URL                 how notebooks reach the hub API
+    PADDLECLOUD_ADMIN_USERS                     comma-separated admin names (admin)
+    PADDLECLOUD_AUTHENTICATOR_CLASS             e.g. generic-oauth; default: dummy (tests, trials)
+    PADDLECLOUD_HUB_STATE_DIR                   sqlite db and cookie secret (/srv/jupyterhub)
+"""
+
+import os
+import sys
+
+from paddle_ext import tenancy
+from paddle_ext.kubehub import HubSettings, PaddleCloudSpawner, notebook_datasets, notebook_environment, profile_list
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+settings = HubSettings.load()
+env = os.environ.get
+
+# --- Hub, proxy, state --------------------------------------------------------------
+state_dir = env("PADDLECLOUD_HUB_STATE_DIR", "/srv/jupyterhub")
+os.makedirs(state_dir, exist_ok=True)
+c.JupyterHub.bind_url = f"http://{env('PADDLECLOUD_HUB_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_PORT', '8000')}"
+c.JupyterHub.hub_bind_url = f"http://{env('PADDLECLOUD_HUB_API_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_API_PORT', '8081')}"
+if env("PADDLECLOUD_PROXY_API_PORT"):
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('PADDLECLOUD_PROXY_API_PORT')}"
+if settings.hub_connect_url or env("PADDLECLOUD_HUB_CONNECT_URL"):
+    c.JupyterHub.hub_connect_url = env("PADDLECLOUD_HUB_CONNECT_URL") or settings.hub_connect_url
+c.JupyterHub.db_url = f"sqlite:///{os.path.join(state_dir, 'jupyterhub.sqlite')}"
+c.JupyterHub.cookie_secret_file = os.path.join(state_dir, "jupyterhub_cookie_secret")
+c.ConfigurableHTTPProxy.pid_file = os.path.join(state_dir, "proxy.pid")
+c.JupyterHub.cleanup_servers = False  # notebooks outlive a hub restart
+
+# --- Authentication -----------------------------------------------------------------
+c.JupyterHub.authenticator_class = env("PADDLECLOUD_AUTHENTICATOR_CLASS", "dummy")
+c.Authenticator.admin_users = {name.strip() for name in env("PADDLECLOUD_ADMIN_USERS", "admin").split(",") if name.strip()}
+c.Authenticator.allow_all = True
+
+# --- Spawner: per-user namespaces, profiles, storage --------------------------------
+c.JupyterHub.spawner_class = PaddleCloudSpawner
+c.PaddleCloudSpawner.paddlecloud_settings = settings
+c.KubeSpawner.namespace = settings.hub_namespace
+c.KubeSpawner.enable_user_namespaces = True
+c.KubeSpawner.user_namespace_template = settings.user_namespace_template
+c.KubeSpawner.user_namespace_labels = {**tenancy.MANAGED_BY, **tenancy.pod_security_labels(),
+                                       "paddlecloud.io/user": "{username}"}
+c.KubeSpawner.service_account = tenancy.NOTEBOOK_SERVICE_ACCOUNT
+c.KubeSpawner.automount_service_account_token = True
+c.KubeSpawner.profile_list = profile_list(settings)
+c.KubeSpawner.image = settings.cpu_image
+c.KubeSpawner.cmd = ["jupyterhub-singleuser"]
+c.KubeSpawner.default_url = "/lab"
+c.KubeSpawner.environment = notebook_environment(settings)
+c.KubeSpawner.start_timeout = 600  # first pulls of a GPU image are slow
+c.KubeSpawner.http_timeout = 120
+
+# Pod Security `restricted`: non-root, no privilege escalation, no capabilities, seccomp.
+c.KubeSpawner.uid = 1000
+c.KubeSpawner.gid = 100
+c.KubeSpawner.fs_gid = 100
+c.KubeSpawner.allow_privilege_escalation = False
+c.KubeSpawner.container_security_context = {
+    "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+c.KubeSpawner.pod_security_context = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+# Home: one PVC per user, kept when the server stops.
+c.KubeSpawner.storage_pvc_ensure = True
+c.KubeSpawner.pvc_name_template = "home-{username}"
+c.KubeSpawner.storage_capacity = settings.home_capacity
+c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
+if settings.home_storage_class:
+    c.KubeSpawner.storage_class = settings.home_storage_class
+dataset_volumes, dataset_mounts = notebook_datasets(settings)
+c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}},
+                         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}] + dataset_volumes
+c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"},
+                               {"name": "dshm", "mountPath": "/dev/shm"}] + dataset_mounts
+
+# --- Services ------------------------------------------------------------------------
+c.JupyterHub.services = [
+    {"name": "idle-culler",
+     "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={settings.cull_idle_seconds}"]},
+]
+c.JupyterHub.load_roles = [
+    {"name": "idle-culler", "services": ["idle-culler"],
+     "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
+]

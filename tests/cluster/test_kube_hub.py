@@ -1,0 +1,216 @@
+"""JupyterHub with hub_config/jupyterhub_config.py (KubeSpawner) against the real control plane.
+
+The hub, the proxy and the single-user servers are real processes; notebook pods are
+real pods admitted by the API server (Pod Security `restricted`), scheduled onto KWOK
+nodes, and run as local processes by tests/cluster/podrunner.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import kubernetes
+import pytest
+import requests
+
+from cluster_helpers import wait_for
+from hubutil import LocalHub, HubError, free_port, sse_events
+from podrunner import PodRunner
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = f"t5{uuid.uuid4().hex[:4]}"
+DATASETS = [{"name": "imagenet", "mount_path": "/datasets/imagenet", "sub_path": "imagenet",
+             "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
+             "claim": {"accessModes": ["ReadOnlyMany"], "storageClassName": "datasets",
+                       "resources": {"requests": {"storage": "1Gi"}}}}]
+
+
+class KubeHub(LocalHub):
+    """The Kubernetes hub config, run as a local process that talks to the test cluster."""
+
+    def __init__(self, home: Path, kubeconfig: str):
+        super().__init__(home, password="any")
+        self.kubeconfig = kubeconfig
+
+    def start(self, timeout: float = 120) -> "KubeHub":
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "KUBECONFIG": self.kubeconfig,
+            "PADDLECLOUD_HUB_STATE_DIR": str(self.home),
+            "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_PORT": str(self.port),
+            "PADDLECLOUD_HUB_API_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_PORT": str(self.hub_api_port),
+            "PADDLECLOUD_PROXY_API_PORT": str(self.proxy_api_port),
+            "PADDLECLOUD_HUB_CONNECT_URL": f"http://127.0.0.1:{self.hub_api_port}",
+            "PADDLECLOUD_HUB_NAMESPACE": f"{PREFIX}-hub",
+            "PADDLECLOUD_USER_NAMESPACE_TEMPLATE": PREFIX + "-{username}",
+            "PADDLECLOUD_HOME_STORAGE_CLASS": "home",
+            "PADDLECLOUD_DATASETS": json.dumps(DATASETS),
+            "PADDLECLOUD_WORKER_IMAGES": json.dumps([{"name": "paddle-worker:3.3.1-cpu"}]),
+            "PADDLECLOUD_DEFAULT_QUOTA": json.dumps({"requests.nvidia.com/gpu": "2", "requests.cpu": "40",
+                                                     "requests.memory": "200Gi", "pods": "20"}),
+            "PATH": os.path.dirname(sys.executable) + os.pathsep + str(REPO / "node_modules" / ".bin")
+                    + os.pathsep + os.environ.get("PATH", ""),
+        }
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(REPO / "hub_config" / "jupyterhub_config.py")],
+            cwd=self.home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise HubError(f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                if requests.get(self.url + "/hub/health", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        raise HubError(f"hub did not start:\n{self.log_tail()}")
+
+    def start_server(self, name: str, token: str, profile: str) -> requests.Response:
+        if self.hub_api("GET", f"/users/{name}", token).status_code == 404:
+            assert self.hub_api("POST", f"/users/{name}", token).status_code == 201
+        return self.hub_api("POST", f"/users/{name}/server", token, json={"profile": profile})
+
+    def wait_ready(self, name: str, token: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            server = self.hub_api("GET", f"/users/{name}", token).json().get("servers", {}).get("")
+            if server and server.get("ready"):
+                return
+            if not server:
+                raise HubError(f"{name}'s server stopped while starting:\n{self.log_tail()}")
+            time.sleep(0.5)
+        raise HubError(f"{name}'s server not ready in {timeout}s:\n{self.log_tail()}")
+
+
+def storage_pool(core_v1, tmp_path):
+    """Static PersistentVolumes for home and dataset claims (no provisioner runs here)."""
+    for kind, modes, count in (("home", ["ReadWriteOnce"], 4), ("datasets", ["ReadOnlyMany"], 4)):
+        for i in range(count):
+            core_v1.create_persistent_volume({"metadata": {"name": f"{PREFIX}-{kind}-{i}"}, "spec": {
+                "capacity": {"storage": "10Gi"}, "accessModes": modes, "storageClassName": kind,
+                "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(tmp_path / f"{kind}-{i}")}}})
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, core_v1, tmp_path_factory):
+    work = tmp_path_factory.mktemp("kubehub")
+    storage_pool(core_v1, work)
+    core_v1.create_namespace({"metadata": {"name": f"{PREFIX}-hub"}})
+    hub = KubeHub(work / "hub", cluster.kubeconfig)
+    with PodRunner(cluster, core_v1, str(work / "pods"), cluster.pki["ca.crt"]) as runner:
+        hub.start()
+        hub.runner = runner
+        session = hub.login("admin")
+        hub.admin_token = hub.new_token(session, "admin")
+        try:
+            yield hub
+        finally:
+            leftovers = hub.stop()
+            print("hub leftovers:", leftovers, "pod runner errors:", runner.errors)
+
+
+def ns(user):
+    return f"{PREFIX}-{user}"
+
+
+def test_spawn_prepares_the_namespace_and_a_restricted_gpu_pod(hub, core_v1):
+    rbac = kubernetes.client.RbacAuthorizationV1Api(core_v1.api_client)
+    token = hub.admin_token
+    response = hub.start_server("alice", token, "paddle-gpu")
+    assert response.status_code in (201, 202), response.text
+    hub.wait_ready("alice", token)
+    namespace = core_v1.read_namespace(ns("alice"))
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    core_v1.read_namespaced_service_account("paddlecloud-notebook", ns("alice"))
+    role = rbac.read_namespaced_role("paddlecloud-notebook", ns("alice"))
+    assert any("jobs" in rule.resources for rule in role.rules)
+    rbac.read_namespaced_role_binding("paddlecloud-notebook", ns("alice"))
+    assert core_v1.list_namespaced_limit_range(ns("alice")).items
+    quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("alice"))
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "2"
+    (pod,) = core_v1.list_namespaced_pod(ns("alice"), label_selector="component=singleuser-server").items
+    container = pod.spec.containers[0]
+    assert container.image == "paddlecloud/notebook:3.3.1-gpu"
+    assert container.resources.limits["nvidia.com/gpu"] == "1"
+    assert pod.spec.service_account_name == "paddlecloud-notebook"
+    volumes = {v.name: v for v in pod.spec.volumes}
+    assert volumes["home"].persistent_volume_claim.claim_name == "home-alice"
+    mounts = {m.name: m for m in container.volume_mounts}
+    assert mounts["dataset-imagenet"].mount_path == "/datasets/imagenet" and mounts["dataset-imagenet"].read_only
+    assert mounts["home"].mount_path == "/home/jovyan"
+    assert pod.status.pod_ip.startswith("127.")
+    assert container.security_context.allow_privilege_escalation is False
+
+
+def test_the_notebook_answers_through_the_proxy_and_runs_jobs_in_its_namespace(hub, core_v1, batch_v1):
+    token = hub.admin_token
+    hub.wait_ready("alice", token)
+    url = f"{hub.url}/user/alice/paddle/api"
+    headers = {"Authorization": f"token {token}"}
+    options = requests.get(f"{url}/options", headers=headers, timeout=30).json()
+    assert options["backend"] == "kubernetes"
+    assert [d["name"] for d in options["datasets"]] == ["imagenet"]
+    created = requests.post(f"{url}/jobs", headers=headers, timeout=60,
+                            json={"name": "from-notebook", "command": ["python", "train.py"], "workers": 2,
+                                  "datasets": ["imagenet"]})
+    assert created.status_code == 201, created.text
+    job = batch_v1.read_namespaced_job("from-notebook", ns("alice"))
+    assert job.spec.completions == 2
+    listed = requests.get(f"{url}/jobs", headers=headers, timeout=30).json()["jobs"]
+    assert [j["name"] for j in listed] == ["from-notebook"]
+    assert requests.get(f"{url}/jobs", timeout=30, allow_redirects=False).status_code in (302, 403)
+
+
+def test_alices_token_can_create_jobs_in_her_namespace_only(hub, core_v1):
+    token = hub.admin_token
+    assert hub.start_server("bob", token, "paddle-cpu").status_code in (201, 202)
+    hub.wait_ready("bob", token)
+    sa_token = core_v1.create_namespaced_service_account_token(
+        "paddlecloud-notebook", ns("alice"), {"spec": {"expirationSeconds": 600}}).status.token
+    configuration = kubernetes.client.Configuration()
+    configuration.host = core_v1.api_client.configuration.host
+    configuration.ssl_ca_cert = core_v1.api_client.configuration.ssl_ca_cert
+    configuration.api_key = {"authorization": f"Bearer {sa_token}"}
+    batch = kubernetes.client.BatchV1Api(kubernetes.client.ApiClient(configuration))
+    job = {"metadata": {"name": "direct"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    batch.create_namespaced_job(ns("alice"), job, dry_run="All")
+    with pytest.raises(kubernetes.client.ApiException) as info:
+        batch.create_namespaced_job(ns("bob"), job, dry_run="All")
+    assert info.value.status == 403
+
+
+def test_a_profile_beyond_the_quota_is_refused_within_seconds(hub):
+    token = hub.admin_token
+    start = time.monotonic()
+    response = hub.start_server("carol", token, "paddle-gpu-x4")
+    elapsed = time.monotonic() - start
+    message = response.json()["message"]
+    print(f"refused after {elapsed:.1f}s: {message}")
+    assert response.status_code == 403 and elapsed < 5
+    assert "needs 4 GPUs" in message and "quota (paddlecloud-quota: requests.nvidia.com/gpu) is 2" in message
+    assert not hub.hub_api("GET", "/users/carol", token).json()["servers"]  # nothing left half-started
+
+
+def test_stop_and_start_keeps_the_home_volume(hub, core_v1):
+    token = hub.admin_token
+    hub.wait_ready("alice", token)
+    claim = core_v1.read_namespaced_persistent_volume_claim("home-alice", ns("alice"))
+    assert hub.hub_api("DELETE", "/users/alice/server", token).status_code in (202, 204)
+    wait_for(lambda: not hub.hub_api("GET", "/users/alice", token).json()["servers"], timeout=60, what="stopped")
+    wait_for(lambda: not core_v1.list_namespaced_pod(ns("alice"), label_selector="component=singleuser-server").items,
+             timeout=60, what="pod deleted")
+    assert hub.start_server("alice", token, "paddle-cpu").status_code in (201, 202)
+    hub.wait_ready("alice", token)
+    again = core_v1.read_namespaced_persistent_volume_claim("home-alice", ns("alice"))
+    assert again.metadata.uid == claim.metadata.uid

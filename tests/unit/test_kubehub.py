@@ -1,0 +1,66 @@
+"""Pure parts of the Kubernetes hub config: settings, profiles, dataset mounts, quota fit."""
+
+import json
+
+import pytest
+
+from paddle_ext.kubehub import (HubSettings, dataset_claims, notebook_datasets, notebook_environment, profile_list,
+                                profile_request, quota_refusal)
+
+DATASETS = [{"name": "imagenet", "mount_path": "/datasets/imagenet",
+             "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
+             "claim": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}}}]
+
+
+def test_settings_from_values_file_then_environment(tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text("gpu_image: registry/paddle:gpu\ndatasets:\n  - {name: a, mount_path: /d/a, volume: {}}\n")
+    settings = HubSettings.load(str(values), environ={
+        "PADDLECLOUD_CPU_IMAGE": "registry/paddle:cpu",
+        "PADDLECLOUD_GPU_NODE_SELECTOR": json.dumps({"gpu": "true"}),
+        "PADDLECLOUD_CULL_IDLE_SECONDS": "60"})
+    assert settings.gpu_image == "registry/paddle:gpu" and settings.cpu_image == "registry/paddle:cpu"
+    assert settings.datasets[0]["name"] == "a" and settings.gpu_node_selector == {"gpu": "true"}
+    assert settings.cull_idle_seconds == 60
+
+
+def test_unknown_setting_and_bad_json_are_named(tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text("gpu_imag: typo\n")
+    with pytest.raises(ValueError, match="gpu_imag"):
+        HubSettings.load(str(values), environ={})
+    with pytest.raises(ValueError, match="PADDLECLOUD_DATASETS must be JSON"):
+        HubSettings.load(None, environ={"PADDLECLOUD_DATASETS": "[oops"})
+
+
+def test_profiles_gpu_gpu4_cpu():
+    settings = HubSettings(gpu_node_selector={"nvidia.com/gpu.present": "true"},
+                           gpu_tolerations=({"key": "nvidia.com/gpu", "operator": "Exists"},))
+    gpu, gpu4, cpu = profile_list(settings)
+    assert gpu["default"] and gpu["kubespawner_override"]["extra_resource_limits"] == {"nvidia.com/gpu": "1"}
+    assert gpu4["kubespawner_override"]["extra_resource_guarantees"] == {"nvidia.com/gpu": "4"}
+    assert gpu4["kubespawner_override"]["node_selector"] == {"nvidia.com/gpu.present": "true"}
+    assert "extra_resource_limits" not in cpu["kubespawner_override"] and "node_selector" not in cpu["kubespawner_override"]
+    assert cpu["kubespawner_override"]["image"] == settings.cpu_image
+
+
+def test_notebook_mounts_and_claims_and_env():
+    settings = HubSettings(datasets=tuple(DATASETS))
+    volumes, mounts = notebook_datasets(settings)
+    assert mounts == [{"name": "dataset-imagenet", "mountPath": "/datasets/imagenet", "readOnly": True}]
+    assert volumes[0]["persistentVolumeClaim"] == {"claimName": "team-datasets", "readOnly": True}
+    (claim,) = dataset_claims(settings, "u-alice")
+    assert claim["metadata"] == {"name": "team-datasets", "namespace": "u-alice",
+                                 "labels": {"app.kubernetes.io/managed-by": "paddlecloud"}}
+    env = notebook_environment(settings)
+    assert env["PADDLECLOUD_BACKEND"] == "kubernetes"
+    assert json.loads(env["PADDLECLOUD_DATASETS"].replace("{{", "{").replace("}}", "}"))[0]["name"] == "imagenet"
+
+
+def test_quota_refusal_names_quota_and_numbers():
+    quota = {"metadata": {"name": "paddlecloud-quota"},
+             "status": {"hard": {"requests.nvidia.com/gpu": "2", "pods": "10"},
+                        "used": {"requests.nvidia.com/gpu": "1", "pods": "1"}}}
+    assert quota_refusal(profile_request(8.0, 32 * 2**30, 1), quota) is None
+    message = quota_refusal(profile_request(32.0, "128G", 2), quota)
+    assert message.startswith("This server needs 2 GPUs") and "is 2 and 1 are in use" in message
