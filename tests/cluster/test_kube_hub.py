@@ -214,3 +214,12 @@ def test_stop_and_start_keeps_the_home_volume(hub, core_v1):
     hub.wait_ready("alice", token)
     again = core_v1.read_namespaced_persistent_volume_claim("home-alice", ns("alice"))
     assert again.metadata.uid == claim.metadata.uid
+
+
+def test_the_idle_culler_runs_as_a_hub_service(hub):
+    import psutil
+
+    service = hub.hub_api("GET", "/services/idle-culler", hub.admin_token)
+    assert service.status_code == 200 and service.json()["command"][1:3] == ["-m", "jupyterhub_idle_culler"]
+    hub_children = psutil.Process(hub.proc.pid).children(recursive=True)
+    assert any("jupyterhub_idle_culler" in " ".join(p.cmdline()) for p in hub_children)
