@@ -15,6 +15,10 @@ Ports, all on 127.0.0.1, from the environment:
     PADDLECLOUD_HUB_PORT        public port (proxy), else $PORT, else 8000
     PADDLECLOUD_HUB_API_PORT    hub API port, else a free one
     PADDLECLOUD_PROXY_API_PORT  proxy's REST API port, else a free one
+    PADDLECLOUD_QUOTA_PORT      the quota service's port (/services/quota/), else a free one
+
+Quotas: the quota service keeps them in quotas.json here; each user's backend reads
+that file before every submit.
 
 Login: every user, `admin` included, uses the demo password
 ($PADDLECLOUD_DEMO_PASSWORD, else generated once into hub/demo-password).
@@ -63,6 +67,10 @@ PUBLIC_PORT = _port(demo.PORT_ENV, lambda: int(os.environ.get("PORT") or demo.DE
 # 8000 does not collide with another JupyterHub's 8081/8001 on the same machine.
 HUB_API_PORT = _port("PADDLECLOUD_HUB_API_PORT", _free_port)
 PROXY_API_PORT = _port("PADDLECLOUD_PROXY_API_PORT", _free_port)
+QUOTA_PORT = _port("PADDLECLOUD_QUOTA_PORT", _free_port)
+# One quota file for the whole hub: the quota service writes it, every user's local
+# backend reads it before each submit.
+QUOTA_FILE = HOME / "quotas.json"
 
 
 # --- Authentication ---------------------------------------------------------------
@@ -116,6 +124,7 @@ class PaddleLocalSpawner(SimpleLocalProcessSpawner):
         env = super().user_env(env)  # USER, HOME, SHELL
         env["PADDLECLOUD_HOME"] = os.path.join(self.home_dir, ".paddlecloud")
         env["PADDLECLOUD_BACKEND"] = "local"
+        env["PADDLECLOUD_QUOTA_FILE"] = str(QUOTA_FILE)
         # This environment's bin first: `python`, `paddlecloud` and `jupyter` in the
         # user's terminal and kernels are the ones the hub runs with.
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", os.defpath)
@@ -175,3 +184,17 @@ c.JupyterHub.cookie_secret_file = str(HUB_DIR / "jupyterhub_cookie_secret")
 # (Training jobs are detached on purpose and finish on their own.)
 c.JupyterHub.cleanup_servers = True
 c.JupyterHub.cleanup_proxy = True
+
+
+# --- Quota service (/services/quota/) ----------------------------------------------
+# Hub admins (and holders of custom:paddlecloud-quota:admin, given to the users named
+# in $PADDLECLOUD_QUOTA_ADMINS) set limits there; users see their own.
+
+from paddle_ext.quota.hubconfig import configure_quota_service  # noqa: E402
+
+configure_quota_service(
+    c, port=QUOTA_PORT,
+    environment={"PADDLECLOUD_HOME": str(HOME), "PADDLECLOUD_QUOTA_FILE": str(QUOTA_FILE),
+                 "PADDLECLOUD_QUOTA_STORE": "local"},
+    admin_users=[name for name in os.environ.get("PADDLECLOUD_QUOTA_ADMINS", "").split(",") if name],
+)

@@ -1,0 +1,205 @@
+// The quota admin page: plain JS, no build step. Talks to the service's JSON API
+// with the hub's OAuth cookie; writes carry the XSRF token the page was served with.
+(function () {
+  "use strict";
+  const boot = JSON.parse(document.getElementById("boot").textContent);
+  const FIELDS = boot.fields;
+  const LABELS = { gpus: "GPUs", cpu: "CPU", memory: "Memory", pods: "Pods", running_jobs: "Running jobs" };
+  const HELP = {
+    gpus: "whole number, e.g. 4", cpu: "cores, e.g. 8 or 500m", memory: "e.g. 32Gi",
+    pods: "whole number", running_jobs: "whole number",
+  };
+  const INT_FIELDS = new Set(["gpus", "pods", "running_jobs"]);
+  const $ = (id) => document.getElementById(id);
+  let state = null;      // the last overview
+  let editing = null;    // {kind, name, revision}
+
+  document.getElementById("hub-link").href = boot.hub + "home";
+
+  function esc(text) {
+    return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
+
+  async function api(method, path, body) {
+    const options = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
+    if (body !== undefined) {
+      options.headers["Content-Type"] = "application/json";
+      options.headers["X-XSRFToken"] = boot.xsrf;
+      options.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(boot.api + path, options);
+    } catch (err) {
+      return { ok: false, status: 0, data: { message: "The quota service cannot be reached; check your connection and try again." } };
+    }
+    let data = {};
+    try { data = await response.json(); } catch (err) { data = { message: `The quota service answered HTTP ${response.status}.` }; }
+    return { ok: response.ok, status: response.status, data };
+  }
+
+  function toast(text, warn) {
+    const el = $("toast");
+    el.textContent = text;
+    el.className = "toast" + (warn ? " warn" : "");
+    el.hidden = false;
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => { el.hidden = true; }, warn ? 9000 : 4000);
+  }
+
+  function limitText(value) {
+    return value === null || value === undefined ? '<span class="unset">unlimited</span>' : esc(value);
+  }
+
+  function amount(text) {
+    // Kubernetes quantity -> number, for the usage meter only.
+    const m = /^([0-9.]+)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$/.exec(String(text));
+    if (!m) return NaN;
+    const f = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, Ti: 1024 ** 4 }[m[2]] || 1;
+    return parseFloat(m[1]) * f;
+  }
+
+  function usageCell(field, used, limit, source) {
+    const usedText = used === undefined || used === null ? "–" : esc(used);
+    let meter = "";
+    if (limit !== null && limit !== undefined && used !== undefined) {
+      const ratio = amount(limit) > 0 ? Math.min(1, amount(used) / amount(limit)) : (amount(used) > 0 ? 1 : 0);
+      if (!isNaN(ratio)) meter = `<span class="meter${ratio >= 1 ? " full" : ""}"><i style="width:${Math.round(ratio * 100)}%"></i></span>`;
+    }
+    const src = source ? `<span class="src">${esc(source.replace("group:", "group "))}</span>` : "";
+    return `<td data-field="${field}"><span class="value">${usedText} / ${limitText(limit)}</span>${meter}${src}</td>`;
+  }
+
+  function headRow(first, extra) {
+    return `<tr><th>${first}</th>${FIELDS.map((f) => `<th>${LABELS[f]}</th>`).join("")}${extra || ""}<th></th></tr>`;
+  }
+
+  function render() {
+    const d = state;
+    $("default-table").innerHTML = headRow("") +
+      `<tr data-default="1"><td class="name">Everyone</td>${FIELDS.map((f) => `<td data-field="${f}">${limitText(d.default.limits[f])}</td>`).join("")}` +
+      `<td><button data-edit="default:">Edit</button></td></tr>`;
+
+    $("groups-table").innerHTML = d.groups.length
+      ? headRow("Group", "<th>Members</th>") + d.groups.map((g) =>
+        `<tr data-group="${esc(g.group)}"><td class="name">${esc(g.group)}${g.in_hub ? "" : ' <span class="tag admin">not in hub</span>'}</td>` +
+        FIELDS.map((f) => `<td data-field="${f}">${limitText(g.limits[f])}</td>`).join("") +
+        `<td>${g.members.length ? g.members.map((m) => `<span class="tag">${esc(m)}</span>`).join("") : '<span class="unset">none</span>'}</td>` +
+        `<td><button data-edit="groups:${esc(g.group)}">Edit</button></td></tr>`).join("")
+      : '<tr><td class="hint">No hub groups yet. Create groups in the hub\'s admin page; they show up here.</td></tr>';
+
+    const filter = $("filter").value.trim().toLowerCase();
+    const users = d.users.filter((u) => !filter || u.user.toLowerCase().includes(filter) || u.groups.some((g) => g.toLowerCase().includes(filter)));
+    $("users-table").innerHTML = headRow("User", "<th>GPU-hours 7d / 30d</th>") + users.map((u) => {
+      const tags = (u.admin ? '<span class="tag admin">admin</span>' : "") + u.groups.map((g) => `<span class="tag">${esc(g)}</span>`).join("");
+      const hours = u.gpu_hours && u.gpu_hours["7d"] !== undefined ? `${u.gpu_hours["7d"]} / ${u.gpu_hours["30d"]}` : "–";
+      const warn = u.usage_error ? `<span class="src" title="${esc(u.usage_error)}">usage unavailable</span>` : "";
+      return `<tr data-user="${esc(u.user)}"><td><span class="name">${esc(u.user)}</span><br>${tags}${warn}</td>` +
+        FIELDS.map((f) => usageCell(f, (u.used || {})[f], u.limits[f], u.sources[f])).join("") +
+        `<td data-field="gpu_hours">${hours}</td><td><button data-edit="users:${esc(u.user)}">Edit</button></td></tr>`;
+    }).join("");
+  }
+
+  function renderOwn(u) {
+    $("own").hidden = false;
+    $("own-body").innerHTML = '<div class="own-grid">' + FIELDS.map((f) =>
+      `<div class="stat" data-field="${f}"><span class="hint">${LABELS[f]}</span><b>${esc((u.used || {})[f] ?? 0)} / ${limitText(u.limits[f])}</b>` +
+      `${u.sources[f] ? `<span class="src">from ${esc(u.sources[f].replace("group:", "group "))}</span>` : ""}</div>`).join("") +
+      `<div class="stat"><span class="hint">GPU-hours 7d / 30d</span><b>${u.gpu_hours ? `${u.gpu_hours["7d"]} / ${u.gpu_hours["30d"]}` : "–"}</b></div></div>`;
+  }
+
+  async function load() {
+    const result = boot.writer ? await api("GET", "") : await api("GET", "/users/" + encodeURIComponent(boot.user));
+    if (!result.ok) {
+      $("load-error").textContent = result.data.message || `Loading failed (HTTP ${result.status}).`;
+      $("load-error").hidden = false;
+      return false;
+    }
+    $("load-error").hidden = true;
+    if (boot.writer) {
+      state = result.data;
+      $("admin").hidden = false;
+      render();
+    } else {
+      renderOwn(result.data);
+    }
+    return true;
+  }
+
+  function openEditor(kind, name) {
+    let values, revision, title, hint = "";
+    let inherited = {};
+    if (kind === "default") {
+      values = state.default.limits; revision = state.default.revision; title = "Default quota";
+      hint = "Applies to users whose groups and own settings leave a limit unset.";
+    } else if (kind === "groups") {
+      const g = state.groups.find((x) => x.group === name);
+      values = g.limits; revision = g.revision; title = `Group ${name}`;
+      hint = `${g.members.length} member(s). A user gets the most generous value among their groups.`;
+    } else {
+      const u = state.users.find((x) => x.user === name);
+      values = u.override; revision = u.revision; title = `User ${name}`;
+      hint = "Overrides the user's groups and the default. Empty = inherit.";
+      for (const f of FIELDS) if (u.sources[f] && u.sources[f] !== "user") inherited[f] = `inherits ${u.limits[f]} from ${u.sources[f].replace("group:", "group ")}`;
+    }
+    editing = { kind, name, revision };
+    $("edit-title").textContent = title;
+    $("edit-hint").textContent = hint;
+    $("edit-error").hidden = true;
+    $("edit-fields").innerHTML = FIELDS.map((f) => {
+      const v = values[f] === null || values[f] === undefined ? "" : values[f];
+      const placeholder = inherited[f] || (kind === "users" ? "inherit (unlimited)" : "not set (unlimited)");
+      return `<div class="field"><label for="f-${f}">${LABELS[f]}</label>` +
+        `<input id="f-${f}" name="${f}" value="${esc(v)}" placeholder="${esc(placeholder)}" autocomplete="off"` +
+        `${INT_FIELDS.has(f) ? ' inputmode="numeric"' : ""}>` +
+        `<span class="help">${HELP[f]}</span><span class="problem" id="p-${f}"></span></div>`;
+    }).join("");
+    $("editor").showModal();
+    $("f-gpus").focus();
+  }
+
+  async function save(event) {
+    event.preventDefault();
+    const body = { revision: editing.revision };
+    for (const f of FIELDS) {
+      const raw = $("f-" + f).value.trim();
+      body[f] = raw === "" ? null : (INT_FIELDS.has(f) && /^[0-9]+$/.test(raw) ? Number(raw) : raw);
+      $("f-" + f).classList.remove("invalid");
+      $("p-" + f).textContent = "";
+    }
+    const path = editing.kind === "default" ? "/default" : `/${editing.kind}/${encodeURIComponent(editing.name)}`;
+    $("edit-save").disabled = true;
+    const result = await api("PUT", path, body);
+    $("edit-save").disabled = false;
+    if (!result.ok) {
+      $("edit-error").textContent = result.data.message || `Saving failed (HTTP ${result.status}).`;
+      $("edit-error").hidden = false;
+      for (const [field, problem] of Object.entries(result.data.fields || {})) {
+        if ($("f-" + field)) { $("f-" + field).classList.add("invalid"); $("p-" + field).textContent = problem; }
+      }
+      return;
+    }
+    $("editor").close();
+    const what = editing.kind === "default" ? "the default quota" : `${editing.kind === "users" ? "user" : "group"} ${editing.name}`;
+    if (result.data.sync_errors && result.data.sync_errors.length) {
+      toast(`Saved ${what}, but applying it failed for: ${result.data.sync_errors.join("; ")}`, true);
+    } else {
+      toast(`Saved ${what}.`);
+    }
+    await load();
+    const selector = editing.kind === "default" ? 'tr[data-default]' : `tr[data-${editing.kind === "users" ? "user" : "group"}="${CSS.escape(editing.name)}"]`;
+    const row = document.querySelector(selector);
+    if (row) { row.classList.add("flash"); setTimeout(() => row.classList.remove("flash"), 2100); }
+  }
+
+  document.addEventListener("click", (event) => {
+    const target = event.target.closest("[data-edit]");
+    if (!target) return;
+    const [kind, ...rest] = target.dataset.edit.split(":");
+    openEditor(kind, rest.join(":"));
+  });
+  $("edit-form").addEventListener("submit", save);
+  $("edit-cancel").addEventListener("click", () => $("editor").close());
+  $("filter").addEventListener("input", () => state && render());
+  load();
+})();

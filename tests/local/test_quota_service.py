@@ -1,0 +1,186 @@
+"""The quota service (/services/quota/) in the real local JupyterHub (hub_config/local_config.py):
+who may read and write, validation that writes nothing, the resolution rule through the
+hub's groups, stale-write conflicts, and the local backend enforcing what was set."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from hubutil import LocalHub
+from paddle_ext.backends.local import LocalBackend
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.spec import JobSpec
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+QUOTA_ADMIN = "carol"  # not a hub admin; holds custom:paddlecloud-quota:admin
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    saved = os.environ.get("PADDLECLOUD_QUOTA_ADMINS")
+    os.environ["PADDLECLOUD_QUOTA_ADMINS"] = QUOTA_ADMIN
+    hub = LocalHub(tmp_path_factory.mktemp("quota-hub") / "paddlecloud")
+    try:
+        hub.start()
+        yield hub
+    finally:
+        leftovers = hub.stop()
+        if saved is None:
+            os.environ.pop("PADDLECLOUD_QUOTA_ADMINS", None)
+        else:
+            os.environ["PADDLECLOUD_QUOTA_ADMINS"] = saved
+    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
+
+
+@pytest.fixture(scope="module")
+def tokens(hub):
+    """Hub API tokens, each made by its user through the login form."""
+    made = {}
+    for name in ("admin", "alice", "bob", QUOTA_ADMIN):
+        session = hub.login(name)
+        made[name] = hub.new_token(session, name)
+    # The service comes up with the hub, but give it a moment on a busy machine.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if call(hub, "GET", "/users/admin", made["admin"]).status_code == 200:
+            break
+        time.sleep(0.5)
+    return made
+
+
+def call(hub, method, path, token=None, body=None):
+    headers = {"Authorization": f"token {token}"} if token else {}
+    return requests.request(method, f"{hub.url}/services/quota/api/quotas{path}", headers=headers,
+                            json=body, timeout=60, allow_redirects=False)
+
+
+def quota_file(hub) -> Path:
+    return hub.home / "quotas.json"
+
+
+def stored(hub) -> dict:
+    path = quota_file(hub)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_admins_write_users_read_their_own_others_get_403(hub, tokens):
+    put = call(hub, "PUT", "/users/alice", tokens["admin"], {"gpus": 2, "cpu": "4", "running_jobs": 1})
+    assert put.status_code == 200, put.text
+    assert put.json()["limits"] == {"gpus": 2, "cpu": "4", "running_jobs": 1}
+    assert stored(hub)["users"]["alice"]["limits"] == {"gpus": 2, "cpu": "4", "running_jobs": 1}
+
+    own = call(hub, "GET", "/users/alice", tokens["alice"])
+    assert own.status_code == 200, own.text
+    assert own.json()["limits"]["gpus"] == 2 and own.json()["sources"]["gpus"] == "user"
+    assert own.json()["used"]["running_jobs"] == 0
+
+    before = quota_file(hub).read_text()
+    for method, path, body in [
+        ("PUT", "/users/alice", {"gpus": 8}),          # raising her own quota
+        ("PUT", "/users/bob", {"gpus": 8}),
+        ("PUT", "/groups/anything", {"gpus": 8}),
+        ("PUT", "/default", {"gpus": 8}),
+        ("GET", "/users/bob", None),                   # someone else's quota
+        ("GET", "", None),                             # the overview
+    ]:
+        response = call(hub, method, path, tokens["alice"], body)
+        assert response.status_code == 403, (method, path, response.status_code, response.text)
+        assert response.json()["error"] == "forbidden" and response.json()["message"].endswith(".")
+    assert quota_file(hub).read_text() == before
+
+    anonymous = call(hub, "GET", "/users/alice")
+    assert anonymous.status_code == 401, anonymous.text
+
+    # A holder of the custom scope may write without being a hub admin.
+    by_scope = call(hub, "PUT", "/users/bob", tokens[QUOTA_ADMIN], {"memory": "8Gi"})
+    assert by_scope.status_code == 200, by_scope.text
+    overview = call(hub, "GET", "", tokens[QUOTA_ADMIN])
+    assert overview.status_code == 200
+    users = {u["user"]: u for u in overview.json()["users"]}
+    assert users["bob"]["limits"] == {"memory": "8Gi"} and users["alice"]["limits"]["gpus"] == 2
+
+
+@pytest.mark.parametrize("path, body, field, words", [
+    ("/users/alice", {"gpus": -1}, "gpus", "must not be negative"),
+    ("/users/alice", {"gpus": "lots"}, "gpus", "must be a whole number"),
+    ("/users/alice", {"cpu": "4", "memory": "a lot"}, "memory", "is not a Kubernetes quantity"),
+    ("/users/alice", {"gpus": 1, "gpu_count": 3}, "gpu_count", "unknown field"),
+    ("/users/zed", {"gpus": 1}, "user", "no hub user named 'zed'"),
+    ("/groups/nosuchgroup", {"gpus": 1}, "group", "no hub group named 'nosuchgroup'"),
+    ("/default", {"running_jobs": 1.5}, "running_jobs", "must be a whole number"),
+])
+def test_invalid_input_is_400_naming_the_field_and_writes_nothing(hub, tokens, path, body, field, words):
+    call(hub, "PUT", "/default", tokens["admin"], {"pods": 50}).raise_for_status()  # the file exists
+    before = quota_file(hub).read_text()
+    response = call(hub, "PUT", path, tokens["admin"], body)
+    assert response.status_code == 400, response.text
+    data = response.json()
+    assert data["error"] == "bad_quota"
+    assert words in data["fields"][field], data
+    assert field in data["message"] or words in data["message"]
+    assert quota_file(hub).read_text() == before
+
+
+def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub, tokens):
+    admin = tokens["admin"]
+    assert hub.hub_api("POST", "/groups/ml", admin).status_code in (201, 409)
+    call(hub, "PUT", "/default", admin, {"gpus": 1, "running_jobs": 3}).raise_for_status()
+    call(hub, "PUT", "/groups/ml", admin, {"gpus": 4}).raise_for_status()
+
+    assert hub.hub_api("POST", "/users/newbie", admin).status_code == 201
+    assert hub.hub_api("POST", "/groups/ml/users", admin, json={"users": ["newbie"]}).status_code == 200
+    view = call(hub, "GET", "/users/newbie", admin).json()
+    assert view["groups"] == ["ml"]
+    assert (view["limits"]["gpus"], view["sources"]["gpus"]) == (4, "group:ml")
+    assert (view["limits"]["running_jobs"], view["sources"]["running_jobs"]) == (3, "default")
+
+    call(hub, "PUT", "/users/newbie", admin, {"gpus": 1}).raise_for_status()
+    view = call(hub, "GET", "/users/newbie", admin).json()
+    assert (view["limits"]["gpus"], view["sources"]["gpus"]) == (1, "user")
+
+    # null clears the override: the group's value is back; left-out fields are kept.
+    call(hub, "PUT", "/users/newbie", admin, {"cpu": "2"}).raise_for_status()
+    view = call(hub, "PUT", "/users/newbie", admin, {"gpus": None}).json()
+    assert view["limits"]["gpus"] == 4 and view["override"]["cpu"] == "2"
+
+    # The newbie's own backend (groups asked from the hub with their token) enforces it.
+    session = hub.login("newbie")
+    env = {"JUPYTERHUB_API_URL": f"{hub.url}/hub/api", "JUPYTERHUB_API_TOKEN": hub.new_token(session, "newbie")}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        backend = LocalBackend(home=str(hub.home / "users" / "newbie" / ".paddlecloud"), user="newbie",
+                               quota_file=str(quota_file(hub)), max_gpus_per_worker=8)
+        with pytest.raises(QuotaExceeded) as info:
+            asyncio.run(backend.submit(JobSpec(command=("python", "train.py"), workers=5, gpus_per_worker=1)))
+        assert info.value.message == "Needs 5 GPUs; your quota is 4 and 0 are in use."
+        quota = asyncio.run(backend.quota())
+        assert quota["limits"]["gpus"] == 4 and quota["sources"]["gpus"] == "group:ml"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_a_stale_edit_gets_409_and_changes_nothing(hub, tokens):
+    admin = tokens["admin"]
+    first = call(hub, "GET", "/users/bob", admin).json()
+    # Two admins loaded bob's quota at the same revision; the first one saves.
+    saved = call(hub, "PUT", "/users/bob", admin, {"gpus": 3, "revision": first["revision"]})
+    assert saved.status_code == 200, saved.text
+    before = quota_file(hub).read_text()
+    stale = call(hub, "PUT", "/users/bob", tokens[QUOTA_ADMIN], {"gpus": 6, "revision": first["revision"]})
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["error"] == "conflict" and "reload" in stale.json()["message"]
+    assert quota_file(hub).read_text() == before
+    assert call(hub, "GET", "/users/bob", admin).json()["limits"]["gpus"] == 3
