@@ -37,6 +37,14 @@ def test_login_spawn_submit_and_follow_logs(hub):
         hub.login(USER, password="not-the-password")
     session = hub.login(USER)
     token = hub.new_token(session, USER)
+    assert hub.hub_api("GET", "/user", token).json()["admin"] is False
+
+    # `admin` logs in with the same password and is a hub admin.
+    admin_token = hub.new_token(hub.login("admin"), "admin")
+    assert hub.hub_api("GET", "/user", admin_token).json()["admin"] is True
+    # The hub's state is under PADDLECLOUD_HOME/hub, not in the working folder.
+    assert (hub.home / "hub" / "jupyterhub.sqlite").is_file()
+    assert (hub.home / "hub" / "jupyterhub_cookie_secret").is_file()
     hub.spawn(USER, token)
 
     home = hub.user_home(USER)
