@@ -1,0 +1,131 @@
+"""Quotas on the real control plane: the ConfigMap store, each user's ResourceQuota
+written from it, the Kubernetes backend's preflight, and the API server's own refusal."""
+
+from __future__ import annotations
+
+import asyncio
+
+import kubernetes
+import pytest
+
+from cluster_helpers import wait_for
+from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.quota.kube import QuotaSync, make_api_client, sync_user_quota
+from paddle_ext.quota.model import QuotaConflict, parse_patch
+from paddle_ext.quota.store import CONFIGMAP_NAME, KubernetesQuotaStore
+from paddle_ext.spec import JobSpec
+
+COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
+
+
+def quota_status(core_v1, namespace):
+    return core_v1.read_namespaced_resource_quota("paddlecloud-quota", namespace)
+
+
+def gpu_pod(name: str, gpus: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "paddle:3.3.1-gpu",
+                                     "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
+                                                   "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+
+
+async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, core_v1, make_namespace):
+    hub_ns, alice_ns = make_namespace("hub"), make_namespace("paddlecloud-alice")
+    api = await make_api_client(cluster.kubeconfig)
+    try:
+        store = KubernetesQuotaStore(api, hub_ns)
+        await store.update("users", "alice", parse_patch({"gpus": 2}))
+        written = await sync_user_quota("alice", [], namespace=alice_ns, hub_namespace=hub_ns, api_client=api)
+        assert written["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}
+    finally:
+        await api.close()
+
+    configmap = core_v1.read_namespaced_config_map(CONFIGMAP_NAME, hub_ns)
+    assert '"gpus": 2' in configmap.data["quotas.json"]
+    assert quota_status(core_v1, alice_ns).spec.hard == {"requests.nvidia.com/gpu": "2"}
+    wait_for(lambda: quota_status(core_v1, alice_ns).status.hard, what="the ResourceQuota's status")
+
+    jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=alice_ns, images=[{"name": "paddle:3.3.1-gpu"}],
+                             pod_annotations={COMPLETE_AFTER: "10m"})
+    try:
+        with pytest.raises(QuotaExceeded) as info:
+            await jobs.submit(JobSpec(command=["python", "train.py"], workers=2, gpus_per_worker=2))
+        assert info.value.message == "Needs 4 GPUs (requests.nvidia.com/gpu); your quota is 2 and 0 are in use."
+        assert await jobs.list() == []
+
+        # The API server refuses a pod made without us just the same.
+        with pytest.raises(kubernetes.client.ApiException) as refused:
+            core_v1.create_namespaced_pod(alice_ns, gpu_pod("sneaky", 4))
+        assert refused.value.status == 403 and "exceeded quota" in refused.value.body
+        assert "requests.nvidia.com/gpu=2" in refused.value.body
+
+        # With 2 GPUs in use by a running job, the refusal names it.
+        await jobs.submit(JobSpec(name="resnet-3", command=["python", "train.py"], workers=1, gpus_per_worker=2))
+        wait_for(lambda: (quota_status(core_v1, alice_ns).status.used or {}).get("requests.nvidia.com/gpu") == "2",
+                 timeout=60, what="resnet-3's pod to count against the quota")
+        with pytest.raises(QuotaExceeded) as info:
+            await jobs.submit(JobSpec(command=["python", "train.py"], workers=1, gpus_per_worker=2))
+        assert info.value.message == ("Needs 2 GPUs (requests.nvidia.com/gpu); your quota is 2 and 2 are in use "
+                                      "by job resnet-3.")
+        quota = await jobs.quota()
+        assert quota["limits"]["gpus"] == "2" and quota["used"]["gpus"] == "2"
+    finally:
+        await jobs.close()
+
+
+async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_cap(cluster, core_v1, make_namespace):
+    hub_ns, newbie_ns = make_namespace("hub"), make_namespace("paddlecloud-newbie")
+    api = await make_api_client(cluster.kubeconfig)
+    try:
+        store = KubernetesQuotaStore(api, hub_ns)
+        sync = QuotaSync(api, store)
+        await store.update("default", None, parse_patch({"gpus": 1, "cpu": "4", "running_jobs": 1}))
+        await store.update("groups", "ml", parse_patch({"gpus": 4, "cpu": "16"}))
+
+        await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
+        hard = quota_status(core_v1, newbie_ns).spec.hard
+        assert hard == {"requests.nvidia.com/gpu": "4", "requests.cpu": "16"}
+
+        await store.update("users", "newbie", parse_patch({"gpus": 1}))
+        await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
+        quota = quota_status(core_v1, newbie_ns)
+        assert quota.spec.hard == {"requests.nvidia.com/gpu": "1", "requests.cpu": "16"}
+        assert quota.metadata.annotations == {"paddlecloud.io/running-jobs": "1"}
+    finally:
+        await api.close()
+
+    # The running-jobs cap (not a ResourceQuota item) comes from the annotation.
+    wait_for(lambda: quota_status(core_v1, newbie_ns).status.hard, what="the ResourceQuota's status")
+    jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=newbie_ns, images=[{"name": "paddle:3.3.1-cpu"}],
+                             pod_annotations={COMPLETE_AFTER: "10m"})
+    try:
+        await jobs.submit(JobSpec(name="first", command=["python", "train.py"], workers=1))
+        with pytest.raises(QuotaExceeded) as info:
+            await jobs.submit(JobSpec(name="second", command=["python", "train.py"], workers=1))
+        assert info.value.message == ("Your quota allows 1 running job and 1 is running (first); "
+                                      "wait for one to finish or cancel one.")
+        assert (await jobs.quota())["limits"]["running_jobs"] == 1
+        await jobs.cancel("first")
+        await jobs.submit(JobSpec(name="third", command=["python", "train.py"], workers=1))
+    finally:
+        await jobs.close()
+
+
+async def test_configmap_store_loses_no_concurrent_update_and_refuses_stale_ones(cluster, core_v1, make_namespace):
+    hub_ns = make_namespace("hub")
+    api = await make_api_client(cluster.kubeconfig)
+    try:
+        store = KubernetesQuotaStore(api, hub_ns, retries=20)
+        await asyncio.gather(*(store.update("users", f"user{i}", parse_patch({"pods": i + 1})) for i in range(6)))
+        config = await store.load()
+        assert config.version == 6
+        assert {name: entry.limits.pods for name, entry in config.users.items()} == {f"user{i}": i + 1 for i in range(6)}
+
+        revision = config.users["user0"].revision
+        await store.update("users", "user0", parse_patch({"pods": 10, "revision": revision}, allow_revision=True))
+        with pytest.raises(QuotaConflict):
+            await store.update("users", "user0", parse_patch({"pods": 20, "revision": revision}, allow_revision=True))
+        assert (await store.load()).users["user0"].limits.pods == 10
+    finally:
+        await api.close()
