@@ -3,9 +3,7 @@
 import ipaddress
 import json
 import os
-import queue
 import subprocess
-import threading
 import time
 
 from cluster_helpers import wait_for
@@ -31,7 +29,7 @@ def gpu_job(name, completions=2, annotations=None, backoff_limit=0):
                 "spec": {"restartPolicy": "Never", "containers": [{
                     "name": "worker", "image": "paddlepaddle/paddle:3.0.0",
                     "command": ["python", "train.py"],
-                    "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "1", "memory": "1Gi"}},
+                    "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"}},
                 }]},
             },
         },
@@ -89,23 +87,25 @@ def test_indexed_gpu_job_runs_logs_and_succeeds(cluster, core_v1, batch_v1, name
     text = wait_for(lambda: _read_log(core_v1, namespace, pod), timeout=15, what="pod log")
     assert text == "step 1 loss=0.9\nstep 2 loss=0.5\n"
 
-    lines = queue.Queue()
-    resp = core_v1.read_namespaced_pod_log(pod, namespace, follow=True, _preload_content=False)
-
-    def reader():
-        try:
-            for line in resp.stream(amt=None):
-                for part in line.decode().splitlines():
-                    lines.put(part)
-        except Exception:  # the connection is closed below
-            pass
-
-    threading.Thread(target=reader, daemon=True).start()
-    assert [lines.get(timeout=10), lines.get(timeout=10)] == ["step 1 loss=0.9", "step 2 loss=0.5"]
-    with open(log_file, "a") as fh:
-        fh.write(cri_log_lines(["step 3 loss=0.1"]))
-    assert lines.get(timeout=10) == "step 3 loss=0.1"
-    resp.close()
+    # Follow, in this thread (a read timeout guards against a hang): append a line
+    # once the first two arrived and expect it on the same stream.
+    resp = core_v1.read_namespaced_pod_log(pod, namespace, follow=True, _preload_content=False,
+                                           _request_timeout=20)
+    seen, buffer = [], b""
+    try:
+        for chunk in resp.stream(amt=None):
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                seen.append(line.decode())
+            if len(seen) == 2 and not log_file.read_text().count("step 3"):
+                with open(log_file, "a") as fh:
+                    fh.write(cri_log_lines(["step 3 loss=0.1"]))
+            if len(seen) >= 3:
+                break
+    finally:
+        resp.close()
+    assert seen == ["step 1 loss=0.9", "step 2 loss=0.5", "step 3 loss=0.1"]
 
     def succeeded():
         job = batch_v1.read_namespaced_job_status("train", namespace)

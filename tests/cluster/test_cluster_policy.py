@@ -8,7 +8,7 @@ from cluster_helpers import wait_for
 
 def gpu_pod(name, gpus=1, privileged=False):
     container = {"name": "main", "image": "paddlepaddle/paddle:3.0.0",
-                 "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
     if privileged:
         container["securityContext"] = {"privileged": True}
     return {"metadata": {"name": name}, "spec": {"containers": [container]}}

@@ -19,6 +19,9 @@ NAMES="etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok h
 if [ -f "$DEST/.complete" ]; then echo "$BIN"; exit 0; fi
 
 mkdir -p "$BIN"
+exec 9>"$DEST/.lock"
+flock 9  # one build per key at a time; a second caller waits, then reuses
+if [ -f "$DEST/.complete" ]; then echo "$BIN"; exit 0; fi
 start=$(date +%s)
 minor="${K8S#v1.}"; minor="${minor%%.*}"
 kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S \
