@@ -55,9 +55,11 @@ class JobLauncher(widgets.VBox):
         self.cpu = widgets.Text(description="CPU per worker", value=defaults["cpu"], style=style)
         self.memory = widgets.Text(description="Memory", value=defaults["memory"], style=style)
         images = [image["name"] for image in self.options["images"]]
-        self.image = widgets.Dropdown(description="Image", options=images or [("(local Python)", None)],
-                                      value=defaults["image"] if images else None, style=style,
-                                      disabled=not images)
+        # Without an image list (the local backend) jobs use this Python environment.
+        self.image = widgets.Dropdown(description="Image", options=images or ["this Python environment"],
+                                      value=defaults["image"] if images else "this Python environment",
+                                      style=style, disabled=not images)
+        self._has_images = bool(images)
         datasets = [d["name"] for d in self.options["datasets"]]
         self.datasets = widgets.SelectMultiple(description="Datasets", options=datasets, style=style,
                                                disabled=not datasets, rows=min(max(len(datasets), 1), 5))
@@ -88,7 +90,7 @@ class JobLauncher(widgets.VBox):
             gpus_per_worker=self.gpus.value,
             cpu=self.cpu.value.strip(),
             memory=self.memory.value.strip(),
-            image=self.image.value,
+            image=self.image.value if self._has_images else None,
             datasets=list(self.datasets.value),
             env=parse_env(self.env.value),
         )
@@ -109,7 +111,7 @@ class JobLauncher(widgets.VBox):
     def launch(self):
         """Submit the form's job and show its monitor; returns the Job."""
         job = self.client.submit(self.spec())
-        self.monitor = JobMonitor(job.name, client=self.client)
+        self.monitor = JobMonitor(job.name, client=self.client, on_done=lambda _job: self._show_quota())
         self.monitor_box.children = [self.monitor]
         self.message.value = f"Started <b>{html.escape(job.name)}</b>"
         self._show_quota()

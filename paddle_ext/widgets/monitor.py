@@ -38,7 +38,7 @@ class JobMonitor(widgets.VBox):
     """Live view of one job. Follows the logs on a background thread until the job ends."""
 
     def __init__(self, name: str, client: JobClient | None = None, max_lines: int = 5000,
-                 refresh_seconds: float = 0.5, **kwargs):
+                 refresh_seconds: float = 0.5, on_done=None, **kwargs):
         self.client = client or JobClient()
         self.name = name
         self.job = None
@@ -48,12 +48,13 @@ class JobMonitor(widgets.VBox):
         self._generation = 0
         self._stop = threading.Event()
         self._refresh_seconds = refresh_seconds
+        self._on_done = on_done
 
         self.header = widgets.HTML()
         self.workers_view = widgets.HTML()
         self.worker_filter = widgets.Dropdown(description="Logs", options=[("All workers", None)])
         self.cancel_button = widgets.Button(description="Cancel", button_style="danger", icon="stop")
-        self.log_view = widgets.HTML(layout=widgets.Layout(max_height="360px", overflow="auto"))
+        self.log_view = widgets.HTML()
         self.log_view.add_class("paddle-log")
         self.error = widgets.HTML()
         self.cancel_button.on_click(self._on_cancel)
@@ -108,7 +109,10 @@ class JobMonitor(widgets.VBox):
                 return
             text = "\n".join(self._lines)
             self._dirty = False
-        self.log_view.value = f'<pre style="margin:0;font-size:12px">{html.escape(text)}</pre>'
+        # column-reverse keeps the scroll position at the newest line, as a terminal does
+        self.log_view.value = (
+            '<div style="max-height:360px;overflow:auto;display:flex;flex-direction:column-reverse">'
+            f'<pre style="margin:0;font-size:12px">{html.escape(text)}</pre></div>')
 
     def _tick(self) -> None:
         last_status = 0.0
@@ -120,6 +124,8 @@ class JobMonitor(widgets.VBox):
                 if self.job is not None and self.job.done:
                     time.sleep(self._refresh_seconds * 2)  # let the follower drain
                     self._render_logs()
+                    if self._on_done is not None:
+                        self._on_done(self.job)
                     return
             time.sleep(self._refresh_seconds)
 

@@ -173,4 +173,4 @@ def test_options_and_quota(server):
     assert options["backend"] == "local"
     assert options["bounds"]["workers"]["min"] == 1 and options["defaults"]["workers"] >= 1
     quota = server.api("GET", "/quota").json()
-    assert set(quota) == {"limits", "used"} and "running_jobs" in quota["used"]
+    assert {"limits", "used"} <= set(quota) and "running_jobs" in quota["used"]
