@@ -150,8 +150,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _check_int(value: Any) -> tuple[int | None, str | None]:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+        value = int(value)  # form input: "4", "-1"
     if not _is_int(value):
         return None, f"must be a whole number (got {value!r})"
     if value < 0:

@@ -27,6 +27,7 @@ def test_parse_patch_normalizes_and_keeps_nulls():
 @pytest.mark.parametrize("body, field, words", [
     ({"gpus": -1}, "gpus", "must not be negative (got -1)"),
     ({"gpus": "two"}, "gpus", "must be a whole number (got 'two')"),
+    ({"gpus": "-3"}, "gpus", "must not be negative (got -3)"),
     ({"gpus": 1.5}, "gpus", "must be a whole number (got 1.5)"),
     ({"gpus": True}, "gpus", "must be a whole number (got True)"),
     ({"cpu": "-2"}, "cpu", "must not be negative"),

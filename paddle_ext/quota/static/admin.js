@@ -21,10 +21,10 @@
   }
 
   async function api(method, path, body) {
-    const options = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
+    // HubOAuth checks the XSRF token on every fetch() made with the cookie, reads included.
+    const options = { method, headers: { Accept: "application/json", "X-XSRFToken": boot.xsrf }, credentials: "same-origin" };
     if (body !== undefined) {
       options.headers["Content-Type"] = "application/json";
-      options.headers["X-XSRFToken"] = boot.xsrf;
       options.body = JSON.stringify(body);
     }
     let response;

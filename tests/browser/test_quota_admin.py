@@ -1,0 +1,69 @@
+"""The quota admin panel in a real browser: the hub admin logs in, opens /services/quota/,
+sees a bad value refused with the server's message, sets a user's GPU limit, reloads
+and still sees it; the user sees their own quota read-only."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+SECOND = 1000
+
+
+def log_in(page, hub, name):
+    page.goto(hub.url + "/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub.password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r"/(hub|user)/"), timeout=120 * SECOND)
+
+
+def test_admin_edits_a_users_gpu_limit(hub, page, browser, artifacts):
+    session = hub.login("admin")
+    token = hub.new_token(session, "admin")
+    assert hub.hub_api("POST", "/users/alice", token).status_code == 201
+
+    log_in(page, hub, "admin")
+    page.goto(hub.url + "/services/quota/")
+    row = page.locator('tr[data-user="alice"]')
+    expect(row).to_be_visible(timeout=60 * SECOND)
+    expect(row.locator('td[data-field="gpus"] .value')).to_have_text("0 / unlimited")
+
+    row.locator("button[data-edit]").click()
+    dialog = page.locator("#editor")
+    expect(dialog).to_be_visible()
+    page.fill("#f-gpus", "-3")
+    page.click("#edit-save")
+    expect(page.locator("#edit-error")).to_have_text("Invalid quota: gpus: must not be negative (got -3).")
+    expect(page.locator("#p-gpus")).to_have_text("must not be negative (got -3)")
+    assert "alice" not in json.loads((hub.home / "quotas.json").read_text() if (hub.home / "quotas.json").exists()
+                                     else '{"users": {}}')["users"]
+
+    page.fill("#f-gpus", "2")
+    page.click("#edit-save")
+    expect(dialog).to_be_hidden()
+    expect(page.locator("#toast")).to_have_text("Saved user alice.")
+    expect(row.locator('td[data-field="gpus"] .value')).to_have_text("0 / 2")
+
+    page.reload()
+    row = page.locator('tr[data-user="alice"]')
+    expect(row.locator('td[data-field="gpus"] .value')).to_have_text("0 / 2", timeout=30 * SECOND)
+    expect(row.locator('td[data-field="gpus"] .src')).to_have_text("user")
+    page.screenshot(path=str(artifacts / "quota-admin.png"), full_page=True)
+    assert json.loads((hub.home / "quotas.json").read_text())["users"]["alice"]["limits"] == {"gpus": 2}
+
+    # alice sees her own quota, without edit controls.
+    context = browser.new_context(viewport={"width": 1200, "height": 800})
+    try:
+        own = context.new_page()
+        log_in(own, hub, "alice")
+        own.goto(hub.url + "/services/quota/")
+        expect(own.locator('#own-body [data-field="gpus"] b')).to_have_text("0 / 2", timeout=60 * SECOND)
+        expect(own.locator("button[data-edit]")).to_have_count(0)
+    finally:
+        context.close()
