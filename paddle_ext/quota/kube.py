@@ -165,3 +165,30 @@ async def sync_user_quota(username: str, groups: Iterable[str], *, namespace: st
     finally:
         if own_client:
             await api_client.close()
+
+
+def spawner_quota_sync(hub_namespace: str | None = None, configmap_name: str = CONFIGMAP_NAME,
+                       gpu_resource: str = GPU_RESOURCE, initial_default: dict | None = None):
+    """An async callable (spawner) -> None for PaddleCloudSpawner.quota_sync (paddle_ext.kubehub):
+    writes the user's ResourceQuota into `spawner.namespace` with the spawner's own API client.
+
+    `initial_default` ({"gpus": 1, "cpu": "4", ...}) is the default used while nobody has
+    saved any quota yet (no ConfigMap); once an admin saves one, the ConfigMap rules.
+    """
+    from .model import Entry, Limits, parse_patch
+
+    seed = Limits.from_dict(parse_patch(initial_default)) if initial_default else None
+
+    async def quota_sync(spawner) -> None:
+        api_client = spawner.api.api_client
+        store = KubernetesQuotaStore(api_client, hub_namespace or hub_namespace_default(), configmap_name)
+        config = await store.load()
+        if seed is not None and config.version == 0:
+            config = QuotaConfig(default=Entry(seed))
+        groups = [group.name for group in spawner.user.groups]
+        written = await QuotaSync(api_client, store, gpu_resource=gpu_resource).sync_user(
+            spawner.user.name, groups, namespace=spawner.namespace, config=config)
+        spawner.log.info("Quota of %s in %s: %s", spawner.user.name, spawner.namespace,
+                         (written or {}).get("spec", {}).get("hard", "unlimited"))
+
+    return quota_sync

@@ -129,3 +129,35 @@ async def test_configmap_store_loses_no_concurrent_update_and_refuses_stale_ones
         assert (await store.load()).users["user0"].limits.pods == 10
     finally:
         await api.close()
+
+
+async def test_spawner_hook_writes_the_quota_with_the_spawners_client(cluster, core_v1, make_namespace):
+    """spawner_quota_sync as PaddleCloudSpawner calls it: with the spawner's API client,
+    user, groups and namespace (a plain stand-in object carries those four attributes)."""
+    import logging
+    from types import SimpleNamespace
+
+    from paddle_ext.quota.kube import spawner_quota_sync
+
+    hub_ns, user_ns = make_namespace("hub"), make_namespace("paddlecloud-dora")
+    api = await make_api_client(cluster.kubeconfig)
+    try:
+        spawner = SimpleNamespace(api=SimpleNamespace(api_client=api), namespace=user_ns,
+                                  user=SimpleNamespace(name="dora", groups=[SimpleNamespace(name="ml")]),
+                                  log=logging.getLogger("test"))
+        hook = spawner_quota_sync(hub_namespace=hub_ns, initial_default={"gpus": 1, "memory": "8Gi"})
+        await hook(spawner)  # nothing saved yet: the initial default applies
+        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi"}
+
+        store = KubernetesQuotaStore(api, hub_ns)
+        await store.update("groups", "ml", parse_patch({"gpus": 3}))  # now the ConfigMap rules
+        await hook(spawner)
+        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3"}
+
+        await store.update("groups", "ml", parse_patch({"gpus": None}))  # nothing limited: no quota
+        await hook(spawner)
+        with pytest.raises(kubernetes.client.ApiException) as gone:
+            quota_status(core_v1, user_ns)
+        assert gone.value.status == 404
+    finally:
+        await api.close()
