@@ -168,13 +168,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _quota_table(quota: dict) -> str:
-    limits, used = quota.get("limits", {}), quota.get("used", {})
-    rows = [("RESOURCE", "USED", "LIMIT")]
+    """RESOURCE / USED / LIMIT (/ FROM: user, group:<name> or default, when known), then
+    the running jobs and GPU-hours when the backend reports them."""
+    limits, used, sources = quota.get("limits", {}), quota.get("used", {}), quota.get("sources")
+    rows = [("RESOURCE", "USED", "LIMIT", "FROM" if sources is not None else "")]
     for key in ("gpus", "cpu", "memory", "pods", "running_jobs"):
         if key in limits or key in used:
             limit = limits.get(key)
-            rows.append((key, str(used.get(key, 0)), "unlimited" if limit is None else str(limit)))
-    return "\n".join(f"{a:<14}{b:<10}{c}" for a, b, c in rows)
+            rows.append((key, str(used.get(key, 0)), "unlimited" if limit is None else str(limit),
+                         (sources or {}).get(key, "")))
+    lines = [f"{a:<14}{b:<10}{c:<12}{d}".rstrip() for a, b, c, d in rows]
+    if quota.get("running"):
+        lines.append(f"running jobs: {', '.join(quota['running'])}")
+    hours = quota.get("gpu_hours")
+    if hours:
+        lines.append(f"GPU-hours: {hours.get('7d', 0)} in the last 7 days, {hours.get('30d', 0)} in the last 30 days")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

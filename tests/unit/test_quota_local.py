@@ -1,0 +1,103 @@
+"""The local backend's quota: preflight against the user's running jobs and the shared
+quota file, `quota()` as /paddle/api/quota and `paddlecloud quota` show it. Jobs here are
+real job folders (job.json written as the backend writes it) whose workers never started,
+so they count as running (Pending) without starting PaddlePaddle."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+
+import pytest
+
+from paddle_ext import cli
+from paddle_ext.backends import local_files as files
+from paddle_ext.backends.local import LocalBackend
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.quota.store import LocalQuotaStore
+from paddle_ext.spec import JobSpec
+
+
+def add_job(home, name, workers=1, gpus=0, cpu="1", memory="2Gi", created=None, finished=None):
+    job_dir = home / "jobs" / name
+    job_dir.mkdir(parents=True)
+    spec = JobSpec(command=("python", "train.py"), name=name, workers=workers, gpus_per_worker=gpus,
+                   cpu=cpu, memory=memory)
+    files.write_json(files.job_file(str(job_dir)), {"spec": spec.to_dict(), "created": created or files.now_iso(),
+                                                    "workdir": str(home), "env": {}, "deadline": None})
+    if finished:
+        for index in range(workers):
+            files.write_json(files.exit_file(str(job_dir), index), {"exit_code": 0, "finished": finished})
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    home = tmp_path / "alice"
+    quota_file = tmp_path / "hub" / "quotas.json"
+    for key in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    monkeypatch.setenv("PADDLECLOUD_HOME", str(home))
+    monkeypatch.setenv("PADDLECLOUD_QUOTA_FILE", str(quota_file))
+    monkeypatch.setenv("PADDLECLOUD_USER_GROUPS", "ml")
+    store = LocalQuotaStore(str(quota_file))
+    backend = LocalBackend(max_gpus_per_worker=8)
+    return home, store, backend
+
+
+def submit(backend, **kw):
+    return asyncio.run(backend.submit(JobSpec(command=("python", "train.py"), **kw)))
+
+
+def test_preflight_refuses_with_numbers_and_the_holding_jobs(setup):
+    home, store, backend = setup
+    store.update_sync("users", "alice", {"gpus": 2, "running_jobs": 2})
+    add_job(home, "resnet-3", workers=2, gpus=1)
+    with pytest.raises(QuotaExceeded) as info:
+        submit(backend, workers=4, gpus_per_worker=1)
+    assert info.value.message == "Needs 4 GPUs; your quota is 2 and 2 are in use by job resnet-3."
+    add_job(home, "other", workers=1)
+    with pytest.raises(QuotaExceeded) as info:
+        submit(backend, workers=1)
+    assert info.value.message == ("Your quota allows 2 running jobs and 2 are running (other, resnet-3); "
+                                  "wait for one to finish or cancel one.")
+    assert sorted(p.name for p in (home / "jobs").iterdir() if not p.name.startswith(".")) == ["other", "resnet-3"]
+
+
+def test_group_limits_from_the_environment_and_a_finished_job_frees_its_share(setup):
+    home, store, backend = setup
+    store.update_sync("default", None, {"cpu": "2"})
+    store.update_sync("groups", "ml", {"cpu": "8"})
+    add_job(home, "done", workers=2, cpu="4", finished=files.now_iso())
+    add_job(home, "busy", workers=1, cpu="4")
+    with pytest.raises(QuotaExceeded, match=r"^Needs 6 CPU; your quota is 8 and 4 is in use by job busy\.$"):
+        submit(backend, workers=2, cpu="3")
+
+
+def test_quota_report_and_cli_table(setup, capsys):
+    home, store, backend = setup
+    store.update_sync("default", None, {"running_jobs": 3, "memory": "16Gi"})
+    store.update_sync("groups", "ml", {"gpus": 4})
+    hour_ago = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).isoformat()
+    add_job(home, "resnet-3", workers=2, gpus=1, memory="4Gi", created=hour_ago)
+    report = asyncio.run(backend.quota())
+    assert report["user"] == "alice"
+    assert report["limits"] == {"gpus": 4, "memory": "16Gi", "running_jobs": 3}
+    assert report["sources"] == {"gpus": "group:ml", "memory": "default", "running_jobs": "default"}
+    assert report["used"] == {"gpus": 2, "cpu": "2", "memory": "8Gi", "pods": 2, "running_jobs": 1}
+    assert report["running"] == ["resnet-3"]
+    assert 1.9 < report["gpu_hours"]["7d"] < 2.2 and report["gpu_hours"]["30d"] == report["gpu_hours"]["7d"]
+
+    assert cli.main(["quota", "--backend", "local"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["RESOURCE", "USED", "LIMIT", "FROM"]
+    assert lines[1].split() == ["gpus", "2", "4", "group:ml"]
+    assert lines[2].split() == ["cpu", "2", "unlimited"]
+    assert lines[3].split() == ["memory", "8Gi", "16Gi", "default"]
+    assert lines[5].split() == ["running_jobs", "1", "3", "default"]
+    assert lines[6] == "running jobs: resnet-3"
+    assert lines[7].startswith("GPU-hours: 2") and "in the last 30 days" in lines[7]
+
+    assert cli.main(["quota", "--backend", "local", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["limits"]["gpus"] == 4
