@@ -5,7 +5,7 @@
 # Binaries are built one at a time (each link needs ~2 GiB RSS).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
 ver() { sed -n "s/^$1=//p" "$HERE/VERSIONS"; }
 K8S="$(ver KUBERNETES)"; ETCD="$(ver ETCD)"; KWOK="$(ver KWOK)"; HELM="$(ver HELM)"

@@ -20,6 +20,7 @@ import copy
 import datetime
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -147,7 +148,7 @@ def _write_cert(path, cert):
 def make_pki(pki_dir):
     """Write CA, apiserver/kwok serving certs, admin client cert and SA key pair.
 
-    Returns a dict of file paths. Existing files are reused (a restart keeps them).
+    Returns a dict of file paths. Existing files are reused.
     """
     os.makedirs(pki_dir, exist_ok=True)
     paths = {name: os.path.join(pki_dir, name) for name in (
@@ -451,6 +452,8 @@ class Cluster:
                 _pid_alive(i["pid"]) for i in _read_json(self.pids_file).values()):
             raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
         deadline = time.monotonic() + timeout
+        for sub in ("etcd", "pki", "kcm", "scheduler", "logs"):  # every start is a fresh cluster
+            shutil.rmtree(self._path(sub), ignore_errors=True)
         os.makedirs(self._path("logs"), exist_ok=True)
         self.pki = make_pki(self._path("pki"))
         self.ports = pick_ports(["etcd", "etcd-peer", "apiserver", "controller-manager",
