@@ -2,7 +2,9 @@
 hub_config/jupyterhub_config.py:
 
     from paddle_ext.quota.hubconfig import configure_quota_service
-    configure_quota_service(c, port=10101, environment={"PADDLECLOUD_QUOTA_STORE": "kubernetes"})
+    configure_quota_service(c, port=10101)                          # local: 127.0.0.1
+    configure_quota_service(c, port=10101, host="hub", listen_ip="0.0.0.0",  # Kubernetes
+                            environment={"PADDLECLOUD_QUOTA_STORE": "kubernetes"})
 
 It adds to the hub's config (keeping what is there):
 - the managed service `quota` at /services/quota/ (`python -m paddle_ext.quota.service`),
@@ -29,12 +31,14 @@ SERVICE_SCOPES = ("list:users", "read:users", "list:groups", "read:groups")
 
 def quota_service(port: int, name: str = SERVICE_NAME, host: str = "127.0.0.1",
                   environment: Mapping[str, str] | None = None, args: Iterable[str] = (),
-                  python: str | None = None) -> dict:
-    """The entry for c.JupyterHub.services."""
+                  python: str | None = None, listen_ip: str = "") -> dict:
+    """The entry for c.JupyterHub.services. `host` is where the proxy reaches the service
+    (on Kubernetes: the hub's Service name, with `listen_ip="0.0.0.0"`)."""
+    listen = [f"--ip={listen_ip}"] if listen_ip else []
     return {
         "name": name,
         "url": f"http://{host}:{port}",
-        "command": [python or sys.executable, "-m", "paddle_ext.quota.service", *args],
+        "command": [python or sys.executable, "-m", "paddle_ext.quota.service", *listen, *args],
         "environment": dict(environment or {}),
         "oauth_no_confirm": True,
         "oauth_client_allowed_scopes": [ADMIN_SCOPE],
@@ -66,12 +70,13 @@ def _existing(section, key: str, empty):
 
 def configure_quota_service(c, port: int, name: str = SERVICE_NAME, host: str = "127.0.0.1",
                             environment: Mapping[str, str] | None = None, args: Iterable[str] = (),
-                            admin_users: Iterable[str] = (), admin_groups: Iterable[str] = ()) -> dict:
+                            admin_users: Iterable[str] = (), admin_groups: Iterable[str] = (),
+                            listen_ip: str = "") -> dict:
     """Add the quota service, its scope and roles to a JupyterHub config `c`; returns the
     service entry. Call it after any load_roles of your own (a `user` role there is kept
     and extended)."""
     hub = c.JupyterHub
-    service = quota_service(port, name, host, environment, args)
+    service = quota_service(port, name, host, environment, args, listen_ip=listen_ip)
     hub.services = [s for s in _existing(hub, "services", []) if s.get("name") != name] + [service]
     hub.custom_scopes = {**_existing(hub, "custom_scopes", {}), **custom_scopes()}
     roles = [r for r in _existing(hub, "load_roles", []) if r.get("name") not in (SERVICE_ROLE, ADMIN_ROLE)]

@@ -30,7 +30,11 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def namespace_for(username: str, template: str = DEFAULT_NAMESPACE_TEMPLATE) -> str:
     """The user's namespace from a template with {username}. Names that are not valid in a
     namespace name must be passed explicitly (KubeSpawner's escaped `spawner.namespace`)."""
-    name = template.format(username=username)
+    try:  # KubeSpawner's own escaping, so both agree on names like "Alice@example.org"
+        from kubespawner.slugs import safe_slug
+    except ImportError:
+        safe_slug = str
+    name = template.format(username=safe_slug(username))
     if len(name) > 63 or not _DNS_LABEL.match(name):
         raise ValueError(f"'{name}' (from template '{template}') is not a valid namespace name; "
                          "pass the namespace explicitly")

@@ -338,10 +338,12 @@ class QuotaService(Application):
     kubeconfig = Unicode("", help="Kubeconfig outside a cluster; empty for in-cluster credentials "
                                   "or $KUBECONFIG.").tag(config=True)
     url = Unicode(help="Where to listen. Default: $JUPYTERHUB_SERVICE_URL.").tag(config=True)
+    ip = Unicode("", help="Address to listen on; empty for the host of `url`. On Kubernetes, where the "
+                          "proxy reaches the service through the hub's Service, use 0.0.0.0.").tag(config=True)
     prefix = Unicode(help="URL prefix. Default: $JUPYTERHUB_SERVICE_PREFIX, else /services/quota/.").tag(config=True)
     usage_concurrency = Integer(8, help="Users whose usage is read at once for the overview.").tag(config=True)
 
-    aliases = {"store": "QuotaService.store_kind", "url": "QuotaService.url",
+    aliases = {"store": "QuotaService.store_kind", "url": "QuotaService.url", "ip": "QuotaService.ip",
                "quota-file": "QuotaService.quota_file", "namespace-template": "QuotaService.namespace_template",
                "hub-namespace": "QuotaService.hub_namespace", "kubeconfig": "QuotaService.kubeconfig"}
 
@@ -515,7 +517,7 @@ class QuotaService(Application):
     async def serve(self) -> None:
         await self.setup()
         where = urlparse(self.url)
-        server = self.make_app().listen(where.port or 80, where.hostname or "127.0.0.1")
+        server = self.make_app().listen(where.port or 80, self.ip or where.hostname or "127.0.0.1")
         self.log.info("Quota service (%s store) at %s%s", self.store_kind, self.url, self.prefix)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

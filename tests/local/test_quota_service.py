@@ -4,7 +4,6 @@ hub's groups, stale-write conflicts, and the local backend enforcing what was se
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -129,7 +128,7 @@ def test_invalid_input_is_400_naming_the_field_and_writes_nothing(hub, tokens, p
     assert quota_file(hub).read_text() == before
 
 
-def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub, tokens):
+async def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub, tokens):
     admin = tokens["admin"]
     assert hub.hub_api("POST", "/groups/ml", admin).status_code in (201, 409)
     call(hub, "PUT", "/default", admin, {"gpus": 1, "running_jobs": 3}).raise_for_status()
@@ -160,9 +159,9 @@ def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub, token
         backend = LocalBackend(home=str(hub.home / "users" / "newbie" / ".paddlecloud"), user="newbie",
                                quota_file=str(quota_file(hub)), max_gpus_per_worker=8)
         with pytest.raises(QuotaExceeded) as info:
-            asyncio.run(backend.submit(JobSpec(command=("python", "train.py"), workers=5, gpus_per_worker=1)))
+            await backend.submit(JobSpec(command=("python", "train.py"), workers=5, gpus_per_worker=1))
         assert info.value.message == "Needs 5 GPUs; your quota is 4 and 0 are in use."
-        quota = asyncio.run(backend.quota())
+        quota = await backend.quota()
         assert quota["limits"]["gpus"] == 4 and quota["sources"]["gpus"] == "group:ml"
     finally:
         for key, value in saved.items():

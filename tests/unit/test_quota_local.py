@@ -5,7 +5,6 @@ so they count as running (Pending) without starting PaddlePaddle."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 
@@ -46,42 +45,42 @@ def setup(tmp_path, monkeypatch):
     return home, store, backend
 
 
-def submit(backend, **kw):
-    return asyncio.run(backend.submit(JobSpec(command=("python", "train.py"), **kw)))
+async def submit(backend, **kw):
+    return await backend.submit(JobSpec(command=("python", "train.py"), **kw))
 
 
-def test_preflight_refuses_with_numbers_and_the_holding_jobs(setup):
+async def test_preflight_refuses_with_numbers_and_the_holding_jobs(setup):
     home, store, backend = setup
     store.update_sync("users", "alice", {"gpus": 2, "running_jobs": 2})
     add_job(home, "resnet-3", workers=2, gpus=1)
     with pytest.raises(QuotaExceeded) as info:
-        submit(backend, workers=4, gpus_per_worker=1)
+        await submit(backend, workers=4, gpus_per_worker=1)
     assert info.value.message == "Needs 4 GPUs; your quota is 2 and 2 are in use by job resnet-3."
     add_job(home, "other", workers=1)
     with pytest.raises(QuotaExceeded) as info:
-        submit(backend, workers=1)
+        await submit(backend, workers=1)
     assert info.value.message == ("Your quota allows 2 running jobs and 2 are running (other, resnet-3); "
                                   "wait for one to finish or cancel one.")
     assert sorted(p.name for p in (home / "jobs").iterdir() if not p.name.startswith(".")) == ["other", "resnet-3"]
 
 
-def test_group_limits_from_the_environment_and_a_finished_job_frees_its_share(setup):
+async def test_group_limits_from_the_environment_and_a_finished_job_frees_its_share(setup):
     home, store, backend = setup
     store.update_sync("default", None, {"cpu": "2"})
     store.update_sync("groups", "ml", {"cpu": "8"})
     add_job(home, "done", workers=2, cpu="4", finished=files.now_iso())
     add_job(home, "busy", workers=1, cpu="4")
     with pytest.raises(QuotaExceeded, match=r"^Needs 6 CPU; your quota is 8 and 4 is in use by job busy\.$"):
-        submit(backend, workers=2, cpu="3")
+        await submit(backend, workers=2, cpu="3")
 
 
-def test_quota_report_and_cli_table(setup, capsys):
+async def test_quota_report_and_cli_table(setup, capsys):
     home, store, backend = setup
     store.update_sync("default", None, {"running_jobs": 3, "memory": "16Gi"})
     store.update_sync("groups", "ml", {"gpus": 4})
     hour_ago = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).isoformat()
     add_job(home, "resnet-3", workers=2, gpus=1, memory="4Gi", created=hour_ago)
-    report = asyncio.run(backend.quota())
+    report = await backend.quota()
     assert report["user"] == "alice"
     assert report["limits"] == {"gpus": 4, "memory": "16Gi", "running_jobs": 3}
     assert report["sources"] == {"gpus": "group:ml", "memory": "default", "running_jobs": "default"}

@@ -110,8 +110,10 @@ def test_resource_quota_form():
     assert running_jobs_cap([user_resource_quota("ns", limits)]) == 3
     assert running_jobs_cap([user_resource_quota("ns", Limits(gpus=1))]) is None
     assert namespace_for("alice") == "paddlecloud-alice"
+    escaped = namespace_for("Alice@example.org")  # KubeSpawner's safe slug
+    assert escaped.startswith("paddlecloud-alice-example-org") and len(escaped) <= 63
     with pytest.raises(ValueError, match="not a valid namespace name"):
-        namespace_for("Alice@example.org")
+        namespace_for("a" * 60)
 
 
 def spec(**kw):
