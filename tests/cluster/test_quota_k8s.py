@@ -161,3 +161,63 @@ async def test_spawner_hook_writes_the_quota_with_the_spawners_client(cluster, c
         assert gone.value.status == 404
     finally:
         await api.close()
+
+
+async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, tmp_path, monkeypatch):
+    """The quota service's Kubernetes mode, with the real local hub answering who is in
+    which group: a group change rewrites its members' ResourceQuotas (and no one
+    else's), a default change everyone's; the overview reads usage from the namespaces."""
+    import uuid
+
+    from hubutil import LocalHub
+    from paddle_ext.quota.service import QuotaService
+
+    prefix = f"pcq-{uuid.uuid4().hex[:6]}-"
+    hub_ns = prefix + "hub"
+    names = [hub_ns] + [prefix + user for user in ("ann", "ben")]
+    for name in names:
+        core_v1.create_namespace({"metadata": {"name": name}})
+    hub = LocalHub(tmp_path / "paddlecloud")
+    try:
+        hub.start()
+        token = hub.new_token(hub.login("admin"), "admin")
+        for user in ("ann", "ben"):
+            assert hub.hub_api("POST", f"/users/{user}", token).status_code == 201
+        assert hub.hub_api("POST", "/groups/ml", token).status_code == 201
+        assert hub.hub_api("POST", "/groups/ml/users", token, json={"users": ["ann"]}).status_code == 200
+
+        service = QuotaService(store_kind="kubernetes", kubeconfig=cluster.kubeconfig, hub_namespace=hub_ns,
+                               namespace_template=prefix + "{username}")
+        monkeypatch.setenv("JUPYTERHUB_API_URL", f"{hub.url}/hub/api")
+        monkeypatch.setenv("JUPYTERHUB_API_TOKEN", token)  # the admin's, standing in for the service's own
+        await service.setup()
+        try:
+            view = await service.update("groups", "ml", parse_patch({"gpus": 4}))
+            assert view["members"] == ["ann"] and "sync_errors" not in view
+            assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "4"}
+            with pytest.raises(kubernetes.client.ApiException):
+                quota_status(core_v1, prefix + "ben")  # not in ml, nothing limited: no quota
+
+            view = await service.update("default", None, parse_patch({"gpus": 1, "running_jobs": 2}))
+            assert "sync_errors" not in view  # admin has no namespace yet: skipped, written at spawn
+            assert quota_status(core_v1, prefix + "ben").spec.hard == {"requests.nvidia.com/gpu": "1"}
+            assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "4"}
+            assert quota_status(core_v1, prefix + "ann").metadata.annotations == {"paddlecloud.io/running-jobs": "2"}
+
+            await service.update("users", "ann", parse_patch({"gpus": 2}))
+            assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "2"}
+
+            overview = await service.overview()
+            users = {u["user"]: u for u in overview["users"]}
+            assert users["ann"]["limits"] == {"gpus": 2, "running_jobs": 2}
+            assert users["ann"]["used"]["running_jobs"] == 0 and users["ann"]["gpu_hours"] == {"7d": 0.0, "30d": 0.0}
+            assert users["ben"]["sources"] == {"gpus": "default", "running_jobs": "default"}
+        finally:
+            await service.store.api_client.close()
+    finally:
+        hub.stop()
+        for name in names:
+            try:
+                core_v1.delete_namespace(name)
+            except kubernetes.client.ApiException:
+                pass
