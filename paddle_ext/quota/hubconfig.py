@@ -18,6 +18,7 @@ It adds to the hub's config (keeping what is there):
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Iterable, Mapping
 
@@ -27,6 +28,7 @@ SERVICE_NAME = "quota"
 SERVICE_ROLE = "paddlecloud-quota-service"
 ADMIN_ROLE = "paddlecloud-quota-admin"
 SERVICE_SCOPES = ("list:users", "read:users", "list:groups", "read:groups")
+PASSTHROUGH_ENV = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE", "KUBECONFIG")
 
 
 def quota_service(port: int, name: str = SERVICE_NAME, host: str = "127.0.0.1",
@@ -35,11 +37,15 @@ def quota_service(port: int, name: str = SERVICE_NAME, host: str = "127.0.0.1",
     """The entry for c.JupyterHub.services. `host` is where the proxy reaches the service
     (on Kubernetes: the hub's Service name, with `listen_ip="0.0.0.0"`)."""
     listen = [f"--ip={listen_ip}"] if listen_ip else []
+    # JupyterHub gives a service only a few of its own variables; these tell the service
+    # it runs in a pod (in-cluster credentials) and in which namespace.
+    env = {key: os.environ[key] for key in PASSTHROUGH_ENV if os.environ.get(key)}
+    env.update(environment or {})
     return {
         "name": name,
         "url": f"http://{host}:{port}",
         "command": [python or sys.executable, "-m", "paddle_ext.quota.service", *listen, *args],
-        "environment": dict(environment or {}),
+        "environment": env,
         "oauth_no_confirm": True,
         "oauth_client_allowed_scopes": [ADMIN_SCOPE],
         "display": True,
