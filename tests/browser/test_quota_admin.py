@@ -1,6 +1,7 @@
 """The quota admin panel in a real browser: the hub admin logs in, opens /services/quota/,
 sees a bad value refused with the server's message, sets a user's GPU limit, reloads
-and still sees it; the user sees their own quota read-only."""
+and still sees it, and has a save that raced another admin refused (409) with the
+server's reason; the user sees their own quota read-only."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import re
 
 import pytest
+import requests
 from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -57,13 +59,27 @@ def test_admin_edits_a_users_gpu_limit(hub, page, browser, artifacts):
     page.screenshot(path=str(artifacts / "quota-admin.png"), full_page=True)
     assert json.loads((hub.home / "quotas.json").read_text())["users"]["alice"]["limits"] == {"gpus": 2}
 
+    # Another admin saves alice's quota while this page's editor is open: this save is
+    # refused with the server's reason instead of silently undoing theirs.
+    row.locator("button[data-edit]").click()
+    other = requests.put(f"{hub.url}/services/quota/api/quotas/users/alice", json={"gpus": 5},
+                         headers={"Authorization": f"token {token}"}, timeout=60)
+    assert other.status_code == 200, other.text
+    page.fill("#f-gpus", "3")
+    page.click("#edit-save")
+    expect(page.locator("#edit-error")).to_have_text(
+        "Someone else changed the quota of user 'alice' since you loaded it; "
+        "reload to see their change and try again.")
+    page.click("#edit-cancel")
+    assert json.loads((hub.home / "quotas.json").read_text())["users"]["alice"]["limits"] == {"gpus": 5}
+
     # alice sees her own quota, without edit controls.
     context = browser.new_context(viewport={"width": 1200, "height": 800})
     try:
         own = context.new_page()
         log_in(own, hub, "alice")
         own.goto(hub.url + "/services/quota/")
-        expect(own.locator('#own-body [data-field="gpus"] b')).to_have_text("0 / 2", timeout=60 * SECOND)
+        expect(own.locator('#own-body [data-field="gpus"] b')).to_have_text("0 / 5", timeout=60 * SECOND)
         expect(own.locator("button[data-edit]")).to_have_count(0)
     finally:
         context.close()

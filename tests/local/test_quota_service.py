@@ -183,3 +183,27 @@ def test_a_stale_edit_gets_409_and_changes_nothing(hub, tokens):
     assert stale.json()["error"] == "conflict" and "reload" in stale.json()["message"]
     assert quota_file(hub).read_text() == before
     assert call(hub, "GET", "/users/bob", admin).json()["limits"]["gpus"] == 3
+
+
+def test_a_users_server_enforces_and_reports_what_the_admin_set(hub, tokens):
+    """Through the hub's proxy to alice's own JupyterLab server: the REST API's quota and
+    submit use the hub's quota file, and alice's groups come from the hub."""
+    admin, alice = tokens["admin"], tokens["alice"]
+    assert hub.hub_api("POST", "/groups/vision", admin).status_code in (201, 409)
+    assert hub.hub_api("POST", "/groups/vision/users", admin, json={"users": ["alice"]}).status_code == 200
+    call(hub, "PUT", "/groups/vision", admin, {"cpu": "3"}).raise_for_status()
+    call(hub, "PUT", "/users/alice", admin, {"running_jobs": None, "cpu": None}).raise_for_status()
+    hub.spawn("alice", alice)
+
+    api = f"{hub.url}/user/alice/paddle/api"
+    headers = {"Authorization": f"token {alice}"}
+    quota = requests.get(api + "/quota", headers=headers, timeout=60)
+    assert quota.status_code == 200, quota.text
+    assert quota.json()["limits"]["cpu"] == "3" and quota.json()["sources"]["cpu"] == "group:vision"
+    assert quota.json()["limits"]["gpus"] == 2 and quota.json()["user"] == "alice"
+
+    refused = requests.post(api + "/jobs", headers=headers, timeout=60,
+                            json={"command": ["python", "train.py"], "workers": 2, "cpu": "2"})
+    assert refused.status_code == 403, refused.text
+    assert refused.json() == {"error": "quota_exceeded", "message": "Needs 4 CPU; your quota is 3 and 0 is in use."}
+    assert requests.get(api + "/jobs", headers=headers, timeout=60).json()["jobs"] == []
