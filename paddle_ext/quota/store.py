@@ -27,7 +27,7 @@ import tempfile
 from typing import Any, Mapping
 
 from ..errors import BackendUnavailable
-from .model import QuotaConfig, apply_update
+from .model import QuotaConfig, QuotaInputError, apply_update
 
 CONFIGMAP_NAME = "paddlecloud-quotas"
 CONFIGMAP_KEY = "quotas.json"
@@ -46,7 +46,7 @@ def default_quota_file() -> str:
 def _parse_document(text: str, where: str) -> QuotaConfig:
     try:
         return QuotaConfig.from_dict(json.loads(text))
-    except (ValueError, TypeError, AttributeError) as exc:
+    except (ValueError, TypeError, AttributeError, QuotaInputError) as exc:
         raise BackendUnavailable(f"The quota settings in {where} are not valid; fix or remove them ({exc}).") from exc
 
 

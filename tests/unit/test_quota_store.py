@@ -65,3 +65,6 @@ def test_a_broken_file_is_reported_not_overwritten(tmp_path):
     with pytest.raises(BackendUnavailable, match="not valid"):
         store.update_sync("users", "alice", {"gpus": 2})
     assert path.read_text() == "{not json"
+    path.write_text('{"users": {"alice": {"limits": {"gpus": -4}}}}')  # edited by hand
+    with pytest.raises(BackendUnavailable, match="gpus: must not be negative"):
+        store.read()
