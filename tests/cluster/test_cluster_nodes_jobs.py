@@ -148,3 +148,22 @@ def test_pods_without_job_owner_keep_running(cluster, core_v1, namespace):
              timeout=20, what="notebook Running")
     time.sleep(4)  # longer than the default Job pod run time (3s)
     assert core_v1.read_namespaced_pod("notebook", namespace).status.phase == "Running"
+
+
+def test_deleted_pod_goes_away(cluster, core_v1, namespace):
+    import kubernetes
+    core_v1.create_namespaced_pod(namespace, {
+        "metadata": {"name": "doomed"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+    wait_for(lambda: core_v1.read_namespaced_pod("doomed", namespace).status.phase == "Running",
+             timeout=20, what="pod Running")
+    core_v1.delete_namespaced_pod("doomed", namespace)  # default 30s grace; kwok finishes it early
+
+    def gone():
+        try:
+            core_v1.read_namespaced_pod("doomed", namespace)
+            return False
+        except kubernetes.client.ApiException as exc:
+            return exc.status == 404
+
+    wait_for(gone, timeout=15, what="pod deleted by kwok")
