@@ -6,6 +6,8 @@ import os
 import subprocess
 import time
 
+import kubernetes
+
 from cluster_helpers import wait_for
 from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION, EXIT_CODE_ANNOTATION, cri_log_lines
 
@@ -41,7 +43,6 @@ def job_pods(core_v1, namespace, job):
 
 
 def test_server_and_kubectl_report_pinned_version(cluster, api_client, k8s_bin_dir):
-    import kubernetes
     want = versions()["KUBERNETES"]
     assert kubernetes.client.VersionApi(api_client).get_code().git_version == want
     out = subprocess.run([os.path.join(k8s_bin_dir, "kubectl"), "--kubeconfig", cluster.kubeconfig,
@@ -118,7 +119,6 @@ def test_indexed_gpu_job_runs_logs_and_succeeds(cluster, core_v1, batch_v1, name
 
 
 def _read_log(core_v1, namespace, pod):
-    import kubernetes
     try:
         return core_v1.read_namespaced_pod_log(pod, namespace)
     except kubernetes.client.ApiException:
@@ -140,23 +140,22 @@ def test_exit_code_annotation_fails_the_job(cluster, core_v1, batch_v1, namespac
     assert pod.status.container_statuses[0].state.terminated.exit_code == 3
 
 
-def test_pods_without_job_owner_keep_running(cluster, core_v1, namespace):
+def start_plain_pod(core_v1, namespace, name):
+    """Create a pod with no owner and wait until kwok reports it Running."""
     core_v1.create_namespaced_pod(namespace, {
-        "metadata": {"name": "notebook"},
-        "spec": {"containers": [{"name": "notebook", "image": "jupyter/base-notebook"}]}})
-    wait_for(lambda: core_v1.read_namespaced_pod("notebook", namespace).status.phase == "Running",
-             timeout=20, what="notebook Running")
+        "metadata": {"name": name}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+    wait_for(lambda: core_v1.read_namespaced_pod(name, namespace).status.phase == "Running",
+             timeout=20, what=f"pod {name} Running")
+
+
+def test_pods_without_job_owner_keep_running(cluster, core_v1, namespace):
+    start_plain_pod(core_v1, namespace, "notebook")
     time.sleep(4)  # longer than the default Job pod run time (3s)
     assert core_v1.read_namespaced_pod("notebook", namespace).status.phase == "Running"
 
 
 def test_deleted_pod_goes_away(cluster, core_v1, namespace):
-    import kubernetes
-    core_v1.create_namespaced_pod(namespace, {
-        "metadata": {"name": "doomed"},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
-    wait_for(lambda: core_v1.read_namespaced_pod("doomed", namespace).status.phase == "Running",
-             timeout=20, what="pod Running")
+    start_plain_pod(core_v1, namespace, "doomed")
     core_v1.delete_namespaced_pod("doomed", namespace)  # default 30s grace; kwok finishes it early
 
     def gone():

@@ -430,6 +430,13 @@ class Cluster:
         self.pki = {}
         self._ssl = None
 
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
     # -- paths
     def _path(self, *parts):
         return os.path.join(self.state_dir, *parts)
@@ -613,7 +620,8 @@ class Cluster:
         info = _read_json(os.path.join(state_dir, "cluster.json"))
         c = cls(state_dir, info["bin_dir"])
         c.server, c.ports = info["server"], info["ports"]
-        c.pki = make_pki(c._path("pki"))
+        if os.path.isdir(c._path("pki")):
+            c.pki = make_pki(c._path("pki"))  # reuses the files written by start()
         if os.path.exists(c.pids_file):
             c.pids = _read_json(c.pids_file)
         return c
