@@ -21,6 +21,8 @@ from typing import Iterator
 import psutil
 import requests
 
+from serverutil import sse_events  # noqa: F401 (tests import it from here too)
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "hub_config" / "local_config.py"
 PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -39,6 +41,8 @@ class HubError(RuntimeError):
 class LocalHub:
     """The local hub as a subprocess; `start()`, then `stop()` (which reports leftovers)."""
 
+    config = CONFIG
+
     def __init__(self, home: Path, password: str = "demo-password-for-tests"):
         self.home = Path(home).absolute()
         self.password = password
@@ -49,10 +53,8 @@ class LocalHub:
 
     # --- lifecycle ------------------------------------------------------------------
 
-    def start(self, timeout: float = 120) -> "LocalHub":
-        if not PROXY.exists():
-            raise HubError(f"{PROXY} is missing; run `make setup` (npm install) first")
-        self.home.mkdir(parents=True, exist_ok=True)
+    def environment(self) -> dict[str, str]:
+        """The hub's environment: this machine's, plus where state and ports go."""
         env = {
             **os.environ,
             "PADDLECLOUD_HOME": str(self.home),
@@ -64,10 +66,16 @@ class LocalHub:
             "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
         }
         env.pop("JUPYTERHUB_API_TOKEN", None)
+        return env
+
+    def start(self, timeout: float = 120) -> "LocalHub":
+        if not PROXY.exists():
+            raise HubError(f"{PROXY} is missing; run `make setup` (npm install) first")
+        self.home.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG), "--debug"],
-            cwd=self.home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--debug"],
+            cwd=self.home, env=self.environment(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -188,23 +196,6 @@ class LocalHub:
                 raise HubError(f"{name}'s server stopped while starting:\n{self.log_tail()}")
             time.sleep(1)
         raise HubError(f"{name}'s server was not ready within {timeout:.0f}s:\n{self.log_tail()}")
-
-
-def sse_events(response: requests.Response) -> Iterator[tuple[str, str]]:
-    """(event, data) pairs of a text/event-stream; comments (heartbeats) are skipped."""
-    event, data = "message", []
-    for raw in response.iter_lines(decode_unicode=True):
-        line = raw if raw is not None else ""
-        if line == "":
-            if data:
-                yield event, "\n".join(data)
-            event, data = "message", []
-        elif line.startswith(":"):
-            continue
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:][1:] if line[5:].startswith(" ") else line[5:])
 
 
 def end_phase(data: str) -> str:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +18,7 @@ import pytest
 import requests
 
 from cluster_helpers import wait_for
-from hubutil import LocalHub, HubError, free_port, sse_events
+from hubutil import HubError, LocalHub
 from podrunner import PodRunner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,19 +32,20 @@ DATASETS = [{"name": "imagenet", "mount_path": "/datasets/imagenet", "sub_path":
 class KubeHub(LocalHub):
     """The Kubernetes hub config, run as a local process that talks to the test cluster."""
 
+    config = REPO / "hub_config" / "jupyterhub_config.py"
+
     def __init__(self, home: Path, kubeconfig: str):
         super().__init__(home, password="any")
         self.kubeconfig = kubeconfig
 
-    def start(self, timeout: float = 120) -> "KubeHub":
-        self.home.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        return {
+            **env,
+            "PATH": str(REPO / "node_modules" / ".bin") + os.pathsep + env["PATH"],  # the proxy
             "KUBECONFIG": self.kubeconfig,
             "PADDLECLOUD_HUB_STATE_DIR": str(self.home),
-            "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_PORT": str(self.port),
-            "PADDLECLOUD_HUB_API_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_PORT": str(self.hub_api_port),
-            "PADDLECLOUD_PROXY_API_PORT": str(self.proxy_api_port),
+            "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_IP": "127.0.0.1",
             "PADDLECLOUD_HUB_CONNECT_URL": f"http://127.0.0.1:{self.hub_api_port}",
             "PADDLECLOUD_HUB_NAMESPACE": f"{PREFIX}-hub",
             "PADDLECLOUD_USER_NAMESPACE_TEMPLATE": PREFIX + "-{username}",
@@ -55,25 +54,7 @@ class KubeHub(LocalHub):
             "PADDLECLOUD_WORKER_IMAGES": json.dumps([{"name": "paddle-worker:3.3.1-cpu"}]),
             "PADDLECLOUD_DEFAULT_QUOTA": json.dumps({"requests.nvidia.com/gpu": "2", "requests.cpu": "40",
                                                      "requests.memory": "200Gi", "pods": "20"}),
-            "PATH": os.path.dirname(sys.executable) + os.pathsep + str(REPO / "node_modules" / ".bin")
-                    + os.pathsep + os.environ.get("PATH", ""),
         }
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(REPO / "hub_config" / "jupyterhub_config.py")],
-            cwd=self.home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise HubError(f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if requests.get(self.url + "/hub/health", timeout=2).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        raise HubError(f"hub did not start:\n{self.log_tail()}")
 
     def start_server(self, name: str, token: str, profile: str) -> requests.Response:
         if self.hub_api("GET", f"/users/{name}", token).status_code == 404:
