@@ -156,7 +156,7 @@ class KubernetesUsage:
         try:
             try:
                 jobs = await backend.list()
-            except (Forbidden, BackendUnavailable, PaddleCloudError):
+            except PaddleCloudError:
                 jobs = []
             report = usage_report(jobs, datetime.datetime.now(datetime.timezone.utc))
             try:
@@ -406,9 +406,10 @@ class QuotaService(Application):
     async def _usage(self, name: str) -> dict:
         try:
             return await self.usage_source.usage(name)
-        except PaddleCloudError as exc:
-            self.log.warning("Cannot read %s's usage: %s", name, exc.message)
-            return {"used": {}, "running": [], "gpu_hours": {}, "usage_error": exc.message}
+        except (PaddleCloudError, ValueError) as exc:  # ValueError: no namespace name for this user
+            message = getattr(exc, "message", str(exc))
+            self.log.warning("Cannot read %s's usage: %s", name, message)
+            return {"used": {}, "running": [], "gpu_hours": {}, "usage_error": message}
 
     def _user_entry(self, config: QuotaConfig, name: str, groups: list[str]) -> dict:
         effective = resolve(config, name, groups)
