@@ -44,7 +44,10 @@ def free_port() -> int:
 
 
 def worker_state(index: int, exit_info: dict | None, alive: bool, started: bool, job_marks: dict) -> WorkerState:
-    """One worker's state from what its files say (pure)."""
+    """One worker's state from what its files say (pure). A worker whose processes are
+    still alive is Running, even once its exit code is written: it is still stopping."""
+    if alive:
+        return WorkerState(index, "Running")
     if exit_info is not None:
         code = exit_info["exit_code"]
         if code == 0:
@@ -55,8 +58,6 @@ def worker_state(index: int, exit_info: dict | None, alive: bool, started: bool,
         if failed and failed["worker"] != index:
             return WorkerState(index, "Cancelled", code, f"stopped because worker {failed['worker']} failed")
         return WorkerState(index, "Failed", code, f"exited with code {code}")
-    if alive:
-        return WorkerState(index, "Running")
     if not started:
         if job_marks.get("cancelled") or job_marks.get("failed"):
             return WorkerState(index, "Cancelled", None, "never started")

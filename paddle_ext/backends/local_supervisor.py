@@ -37,6 +37,17 @@ def stop_group(pgid: int, grace_seconds: float = 5.0) -> None:
         pass
 
 
+def stop_strays() -> None:
+    """Kill what the worker left running in our process group (as a container's end would)."""
+    me = os.getpid()
+    for pid in files.group_members(os.getpgid(0)):
+        if pid != me:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def stop_other_workers(job_dir: str, index: int) -> None:
     for other, pgid in files.worker_pids(job_dir).items():
         if other != index:
@@ -78,6 +89,7 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
                 child.kill()
                 code = child.wait()
             stop_other_workers(job_dir, index)
+    stop_strays()
     files.write_exit(job_dir, index, code)
     if code != 0 and not files.exists(files.cancel_file(job_dir)):
         if files.mark_failed(job_dir, index, code):

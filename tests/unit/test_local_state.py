@@ -78,3 +78,10 @@ def test_log_reader_keeps_partial_lines(tmp_path):
     assert reader.new_lines(final=True) == ["three"]
     assert LogReader(str(path)).initial_lines(tail=2, final=True) == ["two", "three"]
     assert LogReader(str(path)).initial_lines(tail=0, final=True) == []
+
+
+def test_a_worker_still_stopping_keeps_the_job_running():
+    marks = {"failed": {"worker": 1, "exit_code": 3, "at": "t"}}
+    workers = [worker_state(0, exit_info(-15), True, True, marks), worker_state(1, exit_info(3), False, True, marks)]
+    assert workers[0].phase == "Running"
+    assert job_phase(workers, marks, None)[0] == "Running"
