@@ -20,6 +20,7 @@ Hub-level environment:
     PADDLECLOUD_ADMIN_USERS                     comma-separated admin names (admin)
     PADDLECLOUD_AUTHENTICATOR_CLASS             e.g. generic-oauth; default: dummy (tests, trials)
     PADDLECLOUD_HUB_STATE_DIR                   sqlite db and cookie secret (/srv/jupyterhub)
+    PADDLECLOUD_QUOTA_LISTEN_IP                 the quota service's listen address (in a pod: 0.0.0.0)
 """
 
 import os
@@ -27,6 +28,8 @@ import sys
 
 from paddle_ext import tenancy
 from paddle_ext.kubehub import HubSettings, PaddleCloudSpawner, notebook_datasets, notebook_environment, profile_list
+from paddle_ext.quota.hubconfig import configure_quota_service
+from paddle_ext.quota.kube import spawner_quota_sync
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 settings = HubSettings.load()
@@ -54,6 +57,9 @@ c.Authenticator.allow_all = True
 # --- Spawner: per-user namespaces, profiles, storage --------------------------------
 c.JupyterHub.spawner_class = PaddleCloudSpawner
 c.PaddleCloudSpawner.paddlecloud_settings = settings
+# Each spawn writes the user's ResourceQuota from the quota model (ConfigMap in the hub namespace).
+c.PaddleCloudSpawner.quota_sync = spawner_quota_sync(hub_namespace=settings.hub_namespace,
+                                                     initial_default=settings.default_quota)
 c.KubeSpawner.namespace = settings.hub_namespace
 c.KubeSpawner.enable_user_namespaces = True
 c.KubeSpawner.user_namespace_template = settings.user_namespace_template
@@ -100,3 +106,11 @@ c.JupyterHub.load_roles = [
     {"name": "idle-culler", "services": ["idle-culler"],
      "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]},
 ]
+# The quota admin panel and API at /services/quota/. In a pod, the proxy reaches it
+# through the hub's Service (quota_service_host), so it listens on every interface.
+configure_quota_service(
+    c, port=settings.quota_service_port, host=settings.quota_service_host,
+    listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
+    environment={"PADDLECLOUD_QUOTA_STORE": "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
+                 "PADDLECLOUD_NAMESPACE_TEMPLATE": settings.user_namespace_template},
+    admin_users=c.Authenticator.admin_users)

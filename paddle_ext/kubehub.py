@@ -40,8 +40,12 @@ class HubSettings:
     datasets: tuple[dict, ...] = ()
     home_capacity: str = "10Gi"
     home_storage_class: str | None = None
+    # The quota model's default until an admin saves quotas in the panel (fields as in
+    # the quota API: gpus, cpu, memory, pods, running_jobs).
     default_quota: dict = dataclasses.field(default_factory=lambda: {
-        "requests.nvidia.com/gpu": "4", "requests.cpu": "32", "requests.memory": "256Gi", "pods": "40"})
+        "gpus": 4, "cpu": "32", "memory": "256Gi", "pods": 40, "running_jobs": 4})
+    quota_service_port: int = 10101
+    quota_service_host: str = "127.0.0.1"
     limit_range_cpu: str = "1"
     limit_range_memory: str = "2Gi"
     cull_idle_seconds: int = 3600
@@ -77,7 +81,7 @@ def _parse_env_value(name: str, text: str):
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"PADDLECLOUD_{name.upper()} must be JSON: {exc}") from exc
-    if name == "cull_idle_seconds":
+    if name in ("cull_idle_seconds", "quota_service_port"):
         return int(text)
     return text or None if name in ("home_storage_class", "hub_connect_url") else text
 
@@ -206,9 +210,6 @@ def _spawner_class():
                 await self._create_ignoring_conflict(self.api.create_namespaced_persistent_volume_claim, ns, claim)
             if self.quota_sync is not None:
                 await self.quota_sync(self)
-            else:
-                await self._create_ignoring_conflict(self.api.create_namespaced_resource_quota, ns,
-                                                     tenancy.resource_quota(ns, settings.default_quota))
             await self._check_quota_fits()
 
         async def _check_quota_fits(self):

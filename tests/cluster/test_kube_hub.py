@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from cluster_helpers import wait_for
-from hubutil import HubError, LocalHub
+from hubutil import HubError, LocalHub, free_port
 from podrunner import PodRunner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +37,7 @@ class KubeHub(LocalHub):
     def __init__(self, home: Path, kubeconfig: str):
         super().__init__(home, password="any")
         self.kubeconfig = kubeconfig
+        self.quota_port = free_port()
 
     def environment(self) -> dict[str, str]:
         env = super().environment()
@@ -52,8 +53,8 @@ class KubeHub(LocalHub):
             "PADDLECLOUD_HOME_STORAGE_CLASS": "home",
             "PADDLECLOUD_DATASETS": json.dumps(DATASETS),
             "PADDLECLOUD_WORKER_IMAGES": json.dumps([{"name": "paddle-worker:3.3.1-cpu"}]),
-            "PADDLECLOUD_DEFAULT_QUOTA": json.dumps({"requests.nvidia.com/gpu": "2", "requests.cpu": "40",
-                                                     "requests.memory": "200Gi", "pods": "20"}),
+            "PADDLECLOUD_DEFAULT_QUOTA": json.dumps({"gpus": 2, "cpu": "40", "memory": "200Gi", "pods": 20}),
+            "PADDLECLOUD_QUOTA_SERVICE_PORT": str(self.quota_port),
         }
 
     def start_server(self, name: str, token: str, profile: str) -> requests.Response:
@@ -181,6 +182,20 @@ def test_a_profile_beyond_the_quota_is_refused_within_seconds(hub):
     assert response.status_code == 403 and elapsed < 5
     assert "needs 4 GPUs" in message and "quota (paddlecloud-quota: requests.nvidia.com/gpu) is 2" in message
     assert not hub.hub_api("GET", "/users/carol", token).json()["servers"]  # nothing left half-started
+
+
+def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub, core_v1):
+    token = hub.admin_token
+    response = requests.put(f"{hub.url}/services/quota/api/quotas/users/carol", json={"gpus": 4},
+                            headers={"Authorization": f"token {token}"}, timeout=30)
+    assert response.status_code == 200, response.text
+    quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("carol"))
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
+    assert hub.start_server("carol", token, "paddle-gpu-x4").status_code in (201, 202)
+    hub.wait_ready("carol", token)
+    (pod,) = core_v1.list_namespaced_pod(ns("carol"), label_selector="component=singleuser-server").items
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
+    assert hub.hub_api("DELETE", "/users/carol/server", token).status_code in (202, 204)
 
 
 def test_stop_and_start_keeps_the_home_volume(hub, core_v1):
