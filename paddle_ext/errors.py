@@ -19,19 +19,26 @@ class PaddleCloudError(Exception):
         return {"error": self.code, "message": self.message}
 
 
-class SpecError(PaddleCloudError):
-    """The job spec is invalid. `problems` maps each rejected field to the rule it broke."""
+class InvalidFields(PaddleCloudError):
+    """Input whose named fields broke rules. `problems` maps each rejected field to its rule."""
 
-    code = "bad_spec"
     status = 400
+    what = "input"
 
     def __init__(self, problems: dict[str, str]):
         self.problems = dict(problems)
         text = "; ".join(f"{field}: {rule}" for field, rule in self.problems.items())
-        super().__init__(f"Invalid job spec: {text}.")
+        super().__init__(f"Invalid {self.what}: {text}.")
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "fields": self.problems}
+
+
+class SpecError(InvalidFields):
+    """The job spec is invalid."""
+
+    code = "bad_spec"
+    what = "job spec"
 
 
 class InvalidRequest(PaddleCloudError):

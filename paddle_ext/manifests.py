@@ -71,7 +71,7 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def label_selector(name: str | None = None) -> str:
     """The label selector for one job's objects, or for all of ours."""
-    return f"{JOB_LABEL}={name}" if name else f"app.kubernetes.io/managed-by=paddlecloud"
+    return f"{JOB_LABEL}={name}" if name else "app.kubernetes.io/managed-by=paddlecloud"
 
 
 def resources(spec: JobSpec, settings: ManifestSettings) -> dict:

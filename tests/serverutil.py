@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -84,6 +85,16 @@ class JupyterServer:
             assert response.status_code == 200, response.text
             assert response.headers["Content-Type"].startswith("text/event-stream")
             yield from sse_events(response)
+
+    def follow_to_end(self, name: str, **params) -> tuple[list[str], dict]:
+        """Every log line of the stream, and the `end` event's data (phase, reason, message)."""
+        lines, end = [], None
+        for event, data in self.follow(name, **params):
+            if event == "end":
+                end = json.loads(data)
+            else:
+                lines.append(data)
+        return lines, end
 
     def wait_for(self, name: str, phases, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout

@@ -29,7 +29,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from ..errors import PaddleCloudError, QuotaExceeded
+from ..errors import InvalidFields, PaddleCloudError, QuotaExceeded
 from ..spec import JobSpec, parse_quantity
 
 FIELDS = ("gpus", "cpu", "memory", "pods", "running_jobs")
@@ -47,19 +47,11 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
 WORDS = {"gpus": "GPUs", "cpu": "CPU", "memory": "memory", "pods": "pods", "running_jobs": "running jobs"}
 
 
-class QuotaInputError(PaddleCloudError):
-    """A quota update (PUT body) is invalid. `problems` maps each rejected field to the rule."""
+class QuotaInputError(InvalidFields):
+    """A quota update (PUT body) is invalid."""
 
     code = "bad_quota"
-    status = 400
-
-    def __init__(self, problems: Mapping[str, str]):
-        self.problems = dict(problems)
-        text = "; ".join(f"{field}: {rule}" for field, rule in self.problems.items())
-        super().__init__(f"Invalid quota: {text}.")
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "fields": self.problems}
+    what = "quota"
 
 
 @dataclasses.dataclass(frozen=True)

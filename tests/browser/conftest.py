@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hubutil import REPO, LocalHub  # noqa: E402
+from hubutil import REPO  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -34,17 +34,6 @@ def pytest_runtest_makereport(item, call):
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
-
-
-@pytest.fixture
-def hub(tmp_path):
-    hub = LocalHub(tmp_path / "paddlecloud")
-    try:
-        hub.start()
-        yield hub
-    finally:
-        leftovers = hub.stop()
-    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
 
 
 @pytest.fixture(scope="session")

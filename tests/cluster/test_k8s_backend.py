@@ -90,12 +90,7 @@ def test_submit_through_rest_runs_to_success_with_merged_logs(cluster, core_v1, 
             assert [w["phase"] for w in running["worker_states"]] == ["Running", "Running"]
             pods = core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=rest-job").items
             assert sorted(p.status.pod_ip.split(".")[0] for p in pods) == ["127", "127"]
-            lines, end = [], None
-            for event, data in server.follow("rest-job"):
-                if event == "end":
-                    end = json.loads(data)
-                else:
-                    lines.append(data)
+            lines, end = server.follow_to_end("rest-job")
             assert end["phase"] == "Succeeded"
             assert "[worker-0] rank 0: all_reduce check ok: sum=3 over 2 workers" in lines
             assert "[worker-1] rank 1: all_reduce check ok: sum=3 over 2 workers" in lines

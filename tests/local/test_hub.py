@@ -12,23 +12,12 @@ import pytest
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hubutil import HubError, LocalHub, end_phase, sse_events  # noqa: E402
+from hubutil import HubError, end_phase, sse_events  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 USER = "alice"
 JOB_SPEC = {"command": ["python", "train.py", "--epochs", "1"], "workers": 2}
-
-
-@pytest.fixture
-def hub(tmp_path):
-    hub = LocalHub(tmp_path / "paddlecloud")
-    try:
-        hub.start()
-        yield hub
-    finally:
-        leftovers = hub.stop()
-    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
 
 
 def test_login_spawn_submit_and_follow_logs(hub):

@@ -17,11 +17,6 @@ def submit(server, **spec):
     return server.submit(**spec)
 
 
-def follow(server, name, **params):
-    for event, data in server.follow(name, **params):
-        yield event, data, None
-
-
 def job_processes(home, name):
     """Every live process of a local job, by process group."""
     job_dir = os.path.join(home, "jobs", name)
@@ -31,12 +26,7 @@ def job_processes(home, name):
 def test_two_worker_job_runs_a_real_all_reduce_and_succeeds(server):
     job = submit(server, command=["python", "train.py", "--epochs", "2"], workers=2)
     assert job["phase"] in ("Pending", "Running") and job["workers"] == 2
-    lines, end = [], None
-    for event, data, _ in follow(server, job["name"]):
-        if event == "end":
-            end = json.loads(data)
-        else:
-            lines.append(data)
+    lines, end = server.follow_to_end(job["name"])
     assert end["phase"] == "Succeeded"
     for rank in (0, 1):
         assert f"[worker-{rank}] rank {rank}: all_reduce check ok: sum=3 over 2 workers" in lines
@@ -55,7 +45,7 @@ def test_two_worker_job_runs_a_real_all_reduce_and_succeeds(server):
 def test_follow_delivers_lines_while_the_job_runs(server):
     job = submit(server, command=["python", "ticker.py", "--count", "30", "--interval", "0.3"], workers=2)
     seen_while_running = 0
-    for event, data, _ in follow(server, job["name"], worker="0"):
+    for event, data in server.follow(job["name"], worker="0"):
         if event == "end":
             assert json.loads(data)["phase"] == "Succeeded"
             break
@@ -105,12 +95,7 @@ def test_server_restart_keeps_running_job_and_log_follow(tmp_path, workdir):
     second = JupyterServer(tmp_path, workdir).start()
     try:
         assert second.api("GET", f"/jobs/{job['name']}").json()["phase"] == "Running"
-        lines, end = [], None
-        for event, data, _ in follow(second, job["name"]):
-            if event == "end":
-                end = json.loads(data)
-            else:
-                lines.append(data)
+        lines, end = second.follow_to_end(job["name"])
         assert end["phase"] == "Succeeded"
         for rank in (0, 1):
             ticks = [line for line in lines if line.startswith(f"[worker-{rank}] tick {rank} ")]
