@@ -451,6 +451,9 @@ class KubernetesBackend(JobBackend):
                         complete.add(uid)
                 except JobNotFound:
                     pass  # the pod went away between listing and reading: look again
+                except InvalidRequest as exc:
+                    # 400: the container is not ready to serve logs yet (just replaced or starting)
+                    self.log.debug("Logs of %s worker %d not available yet: %s", name, index, exc.message)
             if not follow:
                 return
             job = await self.get(name)

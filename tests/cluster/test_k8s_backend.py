@@ -249,3 +249,40 @@ def test_paddlejob_variant_passes_dry_run_against_the_training_operator_crd(padd
     with pytest.raises(kubernetes.client.ApiException) as info:
         custom.create_namespaced_custom_object("kubeflow.org", "v1", ns, "paddlejobs", job, dry_run="All")
     assert info.value.status == 422
+
+
+async def test_log_follow_survives_a_worker_pod_being_replaced(cluster, core_v1, namespace, tmp_path):
+    """An evicted worker pod is replaced by the Job (a disruption does not fail the job);
+    the follower moves to the new pod, repeats no line, and ends with the job."""
+    jobs = backend(cluster, namespace, pod_annotations={COMPLETE_AFTER: "8s"}, log_idle_check_seconds=0.5)
+    lines: list[str] = []
+    try:
+        with LogFeeder(cluster, core_v1, namespace, str(tmp_path / "logs")):
+            await jobs.submit(JobSpec(name="evicted", command=["python", "train.py"], workers=2))
+
+            async def follow():
+                async for line in jobs.logs("evicted", follow=True):
+                    lines.append(line)
+
+            follower = asyncio.ensure_future(follow())
+            for _ in range(100):
+                if "[worker-1] rank 1: done" in lines:
+                    break
+                await asyncio.sleep(0.1)
+            (victim,) = [p for p in core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=evicted").items
+                         if p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "1"]
+            core_v1.create_namespaced_pod_eviction(victim.metadata.name, namespace, {
+                "metadata": {"name": victim.metadata.name, "namespace": namespace}})
+            # What a kubelet does on eviction (KWOK does not): kill the container, pod Failed.
+            when = "2026-01-01T00:00:00Z"
+            core_v1.patch_namespaced_pod_status(victim.metadata.name, namespace, {"status": {
+                "phase": "Failed", "containerStatuses": [{
+                    "name": "paddle", "image": victim.spec.containers[0].image, "imageID": "", "ready": False,
+                    "restartCount": 0, "state": {"terminated": {"exitCode": 137, "reason": "Error",
+                                                                "startedAt": when, "finishedAt": when}}}]}})
+            await asyncio.wait_for(follower, 60)
+        assert lines.count("[worker-1] rank 1: done") == 2  # the old pod's lines, then the new pod's
+        assert lines.count("[worker-0] rank 0: done") == 1
+        assert (await jobs.get("evicted")).phase == "Succeeded"
+    finally:
+        await jobs.close()
