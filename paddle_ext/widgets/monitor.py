@@ -12,6 +12,8 @@ import ipywidgets as widgets
 from ..client import JobClient
 from ..errors import PaddleCloudError
 
+ALL_WORKERS = -1  # the filter's "All workers" choice (a Dropdown shows nothing for None)
+
 PHASE_COLORS = {
     "Pending": "#b26a00", "Running": "#1565c0", "Succeeded": "#2e7d32",
     "Failed": "#c62828", "Cancelled": "#616161",
@@ -25,13 +27,14 @@ def phase_badge(phase: str) -> str:
 
 
 def render_workers(job) -> str:
+    cell = 'style="padding:2px 14px 2px 0;text-align:left"'
     rows = "".join(
-        f"<tr><td>worker-{w.index}</td><td>{html.escape(w.phase)}</td>"
-        f"<td>{'' if w.exit_code is None else w.exit_code}</td><td>{html.escape(w.reason)}</td></tr>"
+        f"<tr><td {cell}>worker-{w.index}</td><td {cell}>{html.escape(w.phase)}</td>"
+        f"<td {cell}>{'' if w.exit_code is None else w.exit_code}</td><td {cell}>{html.escape(w.reason)}</td></tr>"
         for w in job.worker_states
     )
-    return ('<table class="paddle-workers"><tr><th>Worker</th><th>State</th><th>Exit code</th>'
-            f"<th>Detail</th></tr>{rows}</table>")
+    return (f'<table class="paddle-workers"><tr><th {cell}>Worker</th><th {cell}>State</th>'
+            f"<th {cell}>Exit code</th><th {cell}>Detail</th></tr>{rows}</table>")
 
 
 class JobMonitor(widgets.VBox):
@@ -52,7 +55,7 @@ class JobMonitor(widgets.VBox):
 
         self.header = widgets.HTML()
         self.workers_view = widgets.HTML()
-        self.worker_filter = widgets.Dropdown(description="Logs", options=[("All workers", None)])
+        self.worker_filter = widgets.Dropdown(description="Logs", options=[("All workers", ALL_WORKERS)])
         self.cancel_button = widgets.Button(description="Cancel", button_style="danger", icon="stop")
         self.log_view = widgets.HTML()
         self.log_view.add_class("paddle-log")
@@ -66,8 +69,9 @@ class JobMonitor(widgets.VBox):
         self.add_class("paddle-monitor")
         self._refresh_status()
         if self.job is not None:
-            self.worker_filter.options = [("All workers", None)] + [
+            self.worker_filter.options = [("All workers", ALL_WORKERS)] + [
                 (f"worker-{i}", i) for i in range(self.job.workers)]
+            self.worker_filter.value = ALL_WORKERS
             self.worker_filter.observe(self._on_filter, names="value")
             self._start_follow(None)
             threading.Thread(target=self._tick, name=f"paddle-monitor-{name}", daemon=True).start()
@@ -112,7 +116,7 @@ class JobMonitor(widgets.VBox):
         # column-reverse keeps the scroll position at the newest line, as a terminal does
         self.log_view.value = (
             '<div style="max-height:360px;overflow:auto;display:flex;flex-direction:column-reverse">'
-            f'<pre style="margin:0;font-size:12px">{html.escape(text)}</pre></div>')
+            f'<pre style="margin:0;font-size:12px;flex:none;overflow:visible">{html.escape(text)}</pre></div>')
 
     def _tick(self) -> None:
         last_status = 0.0
@@ -122,15 +126,15 @@ class JobMonitor(widgets.VBox):
                 last_status = time.monotonic()
                 self._refresh_status()
                 if self.job is not None and self.job.done:
-                    time.sleep(self._refresh_seconds * 2)  # let the follower drain
-                    self._render_logs()
                     if self._on_done is not None:
                         self._on_done(self.job)
+                    time.sleep(self._refresh_seconds * 2)  # let the follower drain
+                    self._render_logs()
                     return
             time.sleep(self._refresh_seconds)
 
     def _on_filter(self, change) -> None:
-        self._start_follow(change["new"])
+        self._start_follow(None if change["new"] == ALL_WORKERS else change["new"])
 
     def _on_cancel(self, _button) -> None:
         self.cancel_button.disabled = True

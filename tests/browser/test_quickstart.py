@@ -71,6 +71,16 @@ def test_quickstart_launches_a_job_and_streams_both_workers(hub, page, artifacts
         # Let the job finish (the monitor shows the phase), so the hub stops with nothing running.
         expect(notebook.locator(".paddle-monitor .paddle-phase")).to_have_text("Succeeded", timeout=240 * SECOND)
         expect(log).to_contain_text(re.compile(r"\[worker-1\] rank 1: done"))
+        log.first.scroll_into_view_if_needed()
+        # Like a terminal, the log box shows its newest line without the user scrolling.
+        box = log.first.evaluate("""el => {
+            const box = el.querySelector('.widget-html-content > div'), pre = box.querySelector('pre');
+            return {box: box.getBoundingClientRect().bottom, text: pre.getBoundingClientRect().bottom,
+                    scrollTop: box.scrollTop, scrollHeight: box.scrollHeight, clientHeight: box.clientHeight};
+        }""")
+        print("log box:", box)
+        assert box["scrollHeight"] > box["clientHeight"], "the log should overflow its box in this test"
+        assert abs(box["text"] - box["box"]) <= 2, f"the newest log line is not in view: {box}"
     finally:
         try:  # show the live log in the picture when there is one
             page.locator(".paddle-log").first.scroll_into_view_if_needed(timeout=2 * SECOND)

@@ -31,6 +31,7 @@ def test_launch_follow_and_reattach(client):
     launcher.launch_button.click()
     monitor = launcher.monitor
     assert monitor is not None and "Started" in launcher.message.value
+    assert monitor.worker_filter.label == "All workers"
     wait_done(monitor)
     assert monitor.job.phase == "Succeeded"
     assert "[worker-0] tick 0 4" in monitor.log_lines and "[worker-1] tick 1 4" in monitor.log_lines
