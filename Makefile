@@ -39,6 +39,7 @@ demo: setup
 	  $(VPY) -m paddle_ext.demo --port $(PORT)
 
 include tools/k8s/k8s.mk
+include benchmarks/bench.mk
 
 test: setup browser-deps k8s-bin
 	$(MAKE) test-unit test-local test-cluster test-browser test-helm
