@@ -13,6 +13,7 @@ background thread, so it also works inside Jupyter kernels whose loop is running
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from typing import Any, Iterator, Mapping
 
@@ -72,15 +73,32 @@ class JobClient:
     def logs(self, name: str, worker: int | None = None, tail: int | None = None,
              follow: bool = False) -> Iterator[str]:
         """Log lines; with `follow`, new lines as they come until the job ends."""
-        stream = self.backend.logs(name, worker=worker, tail=tail, follow=follow)
+        lines: queue.SimpleQueue = queue.SimpleQueue()
+        end = object()
+
+        async def pump():
+            # One task reads the stream and hands lines over through a plain queue:
+            # a cross-thread future per line made long logs ~5x slower.
+            stream = self.backend.logs(name, worker=worker, tail=tail, follow=follow)
+            try:
+                async for line in stream:
+                    lines.put(line)
+            except BaseException as exc:  # re-raised in the caller's thread
+                lines.put(exc)
+            finally:
+                await stream.aclose()
+                lines.put(end)
+
+        future = asyncio.run_coroutine_threadsafe(pump(), _LoopThread.loop())
         try:
-            while True:
-                try:
-                    yield self._run(stream.__anext__())
-                except StopAsyncIteration:
-                    return
+            while (item := lines.get()) is not end:
+                if isinstance(item, BaseException):
+                    if isinstance(item, asyncio.CancelledError):
+                        return
+                    raise item
+                yield item
         finally:
-            self._run(stream.aclose())
+            future.cancel()
 
     def wait(self, name: str, timeout: float | None = None, poll: float = 1.0) -> Job:
         """Block until the job has finished (or `timeout` seconds pass); return its state."""
