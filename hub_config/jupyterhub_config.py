@@ -18,7 +18,7 @@ Hub-level environment:
     PADDLECLOUD_HUB_API_IP / ..._API_PORT       the hub's own API (0.0.0.0:8081)
     PADDLECLOUD_HUB_CONNECT_URL                 how notebooks reach the hub API
     PADDLECLOUD_ADMIN_USERS                     comma-separated admin names (admin)
-    PADDLECLOUD_AUTHENTICATOR_CLASS             e.g. generic-oauth; default: dummy (tests, trials)
+    PADDLECLOUD_AUTHENTICATOR_CLASS             required: e.g. generic-oauth; dummy only for trials
     PADDLECLOUD_HUB_STATE_DIR                   sqlite db and cookie secret (/srv/jupyterhub)
     PADDLECLOUD_QUOTA_LISTEN_IP                 the quota service's listen address (in a pod: 0.0.0.0)
 """
@@ -50,7 +50,12 @@ c.ConfigurableHTTPProxy.pid_file = os.path.join(state_dir, "proxy.pid")
 c.JupyterHub.cleanup_servers = False  # notebooks outlive a hub restart
 
 # --- Authentication -----------------------------------------------------------------
-c.JupyterHub.authenticator_class = env("PADDLECLOUD_AUTHENTICATOR_CLASS", "dummy")
+# No default on purpose: a shared GPU cluster must not start with an open door.
+# Tests and trials may say "dummy" (any password); production names a real one.
+if not env("PADDLECLOUD_AUTHENTICATOR_CLASS"):
+    raise SystemExit("PaddleCloud Hub: set PADDLECLOUD_AUTHENTICATOR_CLASS (e.g. generic-oauth, ldapauthenticator; "
+                     "'dummy' accepts any password and is for trials only).")
+c.JupyterHub.authenticator_class = env("PADDLECLOUD_AUTHENTICATOR_CLASS")
 c.Authenticator.admin_users = {name.strip() for name in env("PADDLECLOUD_ADMIN_USERS", "admin").split(",") if name.strip()}
 c.Authenticator.allow_all = True
 

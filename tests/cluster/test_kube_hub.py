@@ -45,6 +45,7 @@ class KubeHub(LocalHub):
             **env,
             "PATH": str(REPO / "node_modules" / ".bin") + os.pathsep + env["PATH"],  # the proxy
             "KUBECONFIG": self.kubeconfig,
+            "PADDLECLOUD_AUTHENTICATOR_CLASS": "dummy",
             "PADDLECLOUD_HUB_STATE_DIR": str(self.home),
             "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_IP": "127.0.0.1",
             "PADDLECLOUD_HUB_CONNECT_URL": f"http://127.0.0.1:{self.hub_api_port}",
@@ -210,6 +211,17 @@ def test_stop_and_start_keeps_the_home_volume(hub, core_v1):
     hub.wait_ready("alice", token)
     again = core_v1.read_namespaced_persistent_volume_claim("home-alice", ns("alice"))
     assert again.metadata.uid == claim.metadata.uid
+
+
+def test_the_hub_refuses_to_start_without_a_chosen_authenticator(tmp_path):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PADDLECLOUD_AUTHENTICATOR_CLASS"}
+    env["PADDLECLOUD_HUB_STATE_DIR"] = str(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(KubeHub.config), "--show-config"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "set PADDLECLOUD_AUTHENTICATOR_CLASS" in result.stdout + result.stderr
 
 
 def test_the_idle_culler_runs_as_a_hub_service(hub):
