@@ -20,7 +20,7 @@ import yaml
 
 from . import tenancy
 from .manifests import catalogue_volumes
-from .quota.preflight import format_amount
+from .quota.preflight import RESOURCE_WORDS, first_overflow, format_amount
 from .spec import parse_quantity
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -157,20 +157,13 @@ def profile_request(cpu: float | None, memory: str | int | None, gpus: int) -> d
 
 def quota_refusal(request: dict, quota: dict) -> str | None:
     """Why a notebook with `request` cannot start under ResourceQuota `quota`, or None."""
-    status = quota.get("status") or {}
-    hard = status.get("hard") or (quota.get("spec") or {}).get("hard") or {}
-    used = status.get("used") or {}
-    words = {f"requests.{GPU_RESOURCE}": "GPUs", "requests.cpu": "CPUs", "requests.memory": "memory",
-             "pods": "pods"}
-    for resource, amount in request.items():
-        if resource not in hard:
-            continue
-        limit, in_use = parse_quantity(hard[resource]), parse_quantity(used.get(resource, "0"))
-        if in_use + amount > limit:
-            return (f"This server needs {format_amount(resource, amount)} {words.get(resource, resource)}, "
-                    f"but your quota ({quota['metadata']['name']}: {resource}) is {format_amount(resource, limit)} "
-                    f"and {format_amount(resource, in_use)} are in use. Pick a smaller profile or ask an admin.")
-    return None
+    overflow = first_overflow(request, quota)
+    if overflow is None:
+        return None
+    resource, amount, limit, in_use = overflow
+    return (f"This server needs {format_amount(resource, amount)} {RESOURCE_WORDS.get(resource, resource)}, "
+            f"but your quota ({quota['metadata']['name']}: {resource}) is {format_amount(resource, limit)} "
+            f"and {format_amount(resource, in_use)} are in use. Pick a smaller profile or ask an admin.")
 
 
 @functools.cache

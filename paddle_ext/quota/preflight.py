@@ -55,31 +55,40 @@ def format_amount(resource: str, amount: Decimal) -> str:
     return format(amount.normalize(), "f")
 
 
+def first_overflow(request: dict[str, Decimal], quota: dict) -> tuple[str, Decimal, Decimal, Decimal] | None:
+    """(resource, requested, limit, in use) of the first resource that `request` would
+    push over the ResourceQuota `quota` (a dict with `status.hard`/`status.used`), or None."""
+    status = quota.get("status") or {}
+    hard = status.get("hard") or (quota.get("spec") or {}).get("hard") or {}
+    used = status.get("used") or {}
+    for resource, limit_text in sorted(hard.items()):
+        if not request.get(resource):
+            continue
+        limit = parse_quantity(limit_text)
+        in_use = parse_quantity(used.get(resource, "0"))
+        if in_use + request[resource] > limit:
+            return resource, request[resource], limit, in_use
+    return None
+
+
 def check_resource_quotas(spec: JobSpec, quotas: list[dict], gpu_resource: str = GPU_RESOURCE,
                           running: list | None = None) -> None:
     """Raise QuotaExceeded for the first ResourceQuota the job would overflow.
 
-    `quotas` are ResourceQuota objects as dicts, with `status.hard` and `status.used`.
     `running` (model.JobUsage of the namespace's running jobs), when given, names in
     the message the jobs that hold the resource.
     """
     request = job_request(spec, gpu_resource)
     for quota in quotas:
-        status = quota.get("status") or {}
-        hard = status.get("hard") or (quota.get("spec") or {}).get("hard") or {}
-        used = status.get("used") or {}
-        for resource, limit_text in sorted(hard.items()):
-            if resource not in request or request[resource] == 0:
-                continue
-            limit = parse_quantity(limit_text)
-            in_use = parse_quantity(used.get(resource, "0"))
-            if in_use + request[resource] > limit:
-                words = RESOURCE_WORDS.get(resource, resource)
-                raise QuotaExceeded(
-                    f"Needs {format_amount(resource, request[resource])} {words} ({resource}); "
-                    f"your quota is {format_amount(resource, limit)} and "
-                    f"{format_amount(resource, in_use)} are in use{_holders(resource, running)}."
-                )
+        overflow = first_overflow(request, quota)
+        if overflow:
+            resource, amount, limit, in_use = overflow
+            words = RESOURCE_WORDS.get(resource, resource)
+            raise QuotaExceeded(
+                f"Needs {format_amount(resource, amount)} {words} ({resource}); "
+                f"your quota is {format_amount(resource, limit)} and "
+                f"{format_amount(resource, in_use)} are in use{_holders(resource, running)}."
+            )
 
 
 _USAGE_FIELDS = (("gpu", "gpus"), ("cpu", "cpu"), ("memory", "memory"), ("pods", "pods"))
