@@ -17,6 +17,7 @@ from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ..errors import SpecError
+from ..quota.model import JobUsage
 from ..spec import JobSpec, parse_quantity
 
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
@@ -181,6 +182,10 @@ class JobBackend(LoggingConfigurable):
     async def quota(self) -> dict:
         """{"limits": {...}, "used": {...}} for the current user."""
         raise NotImplementedError
+
+    async def running_usage(self) -> list[JobUsage]:
+        """What each unfinished job holds, for quota checks and messages."""
+        return [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
 
     async def close(self) -> None:
         """Release connections."""

@@ -19,7 +19,7 @@ from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..manifests import (CANCELLED_ANNOTATION, CONTAINER_NAME, JOB_LABEL, ManifestSettings, job_objects,
                          label_selector)
-from ..quota.model import JobUsage, Limits, check_job
+from ..quota.model import Limits, check_job
 from ..quota.preflight import check_resource_quotas, parse_quota_rejection, running_jobs_cap
 from ..spec import JobSpec
 from .base import Job, JobBackend, in_cluster, prefix_line, service_account_dir
@@ -204,18 +204,15 @@ class KubernetesBackend(JobBackend):
         running = None
         cap = running_jobs_cap(items)  # the quota service's annotation; not API-server enforced
         if cap is not None:
-            running = await self._running_usage()
+            running = await self.running_usage()
             check_job(spec, Limits(running_jobs=cap), running)
         try:
             check_resource_quotas(spec, items, self.gpu_resource)
         except QuotaExceeded:
             # Say which jobs hold what is missing.
             check_resource_quotas(spec, items, self.gpu_resource,
-                                  running=running if running is not None else await self._running_usage())
+                                  running=running if running is not None else await self.running_usage())
             raise
-
-    async def _running_usage(self) -> list[JobUsage]:
-        return [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
 
     async def submit(self, spec: JobSpec) -> Job:
         spec = self.validate(spec)

@@ -25,7 +25,7 @@ from traitlets import Float, Unicode, default
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
 from ..launch import launch_argv
 from ..quota.identity import current_groups, current_user
-from ..quota.model import Effective, JobUsage, check_job, resolve, usage_report
+from ..quota.model import Effective, check_job, resolve, usage_report
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import JobSpec, NAME_PATTERN
 from . import local_files as files
@@ -213,8 +213,7 @@ class LocalBackend(JobBackend):
         limits = (await self._effective_quota()).limits
         if limits.empty:
             return
-        running = [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
-        check_job(spec, limits, running)
+        check_job(spec, limits, await self.running_usage())
 
     async def _effective_quota(self) -> Effective:
         config = await LocalQuotaStore(self.quota_file).load()
