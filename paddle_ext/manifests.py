@@ -9,21 +9,15 @@ PaddleJob (training-operator 1.9), which sets the master itself.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
+from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, CONTAINER_NAME, GPU_RESOURCE, JOB_LABEL,
+                        JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MASTER_PORT,
+                        SPEC_ANNOTATION, USER_LABEL)
 from .launch import launch_argv
 from .spec import JobSpec
 
-LABEL_PREFIX = "paddlecloud.io"
-JOB_LABEL = f"{LABEL_PREFIX}/job"
-USER_LABEL = f"{LABEL_PREFIX}/user"
-KIND_LABEL = f"{LABEL_PREFIX}/kind"
-CANCELLED_ANNOTATION = f"{LABEL_PREFIX}/cancelled"
-SPEC_ANNOTATION = f"{LABEL_PREFIX}/spec"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-CONTAINER_NAME = "paddle"  # Kubeflow's PaddleJob requires this name
+SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +28,8 @@ class ManifestSettings:
     image: str
     kind: str = "job"  # "job" or "paddlejob"
     user: str = ""
-    master_port: int = 36789
-    gpu_resource: str = "nvidia.com/gpu"
+    master_port: int = MASTER_PORT
+    gpu_resource: str = GPU_RESOURCE
     datasets: tuple[dict, ...] = ()
     gpu_node_selector: tuple[tuple[str, str], ...] = ()
     gpu_tolerations: tuple[dict, ...] = ()
@@ -43,9 +37,7 @@ class ManifestSettings:
     queue_name: str = ""
     run_as_user: int = 1000
     service_account: str = ""
-    shm_size: str = "1Gi"
     pod_annotations: tuple[tuple[str, str], ...] = ()
-    python: str = "python"
 
 
 def labels(spec: JobSpec, settings: ManifestSettings) -> dict[str, str]:
@@ -53,7 +45,7 @@ def labels(spec: JobSpec, settings: ManifestSettings) -> dict[str, str]:
         "app.kubernetes.io/name": "paddlecloud-job",
         "app.kubernetes.io/instance": spec.name,
         "app.kubernetes.io/component": "worker",
-        "app.kubernetes.io/managed-by": "paddlecloud",
+        **MANAGED_BY,
         JOB_LABEL: spec.name,
         KIND_LABEL: settings.kind,
     }
@@ -71,7 +63,7 @@ def selector_labels(name: str) -> dict[str, str]:
 
 def label_selector(name: str | None = None) -> str:
     """The label selector for one job's objects, or for all of ours."""
-    return f"{JOB_LABEL}={name}" if name else "app.kubernetes.io/managed-by=paddlecloud"
+    return f"{JOB_LABEL}={name}" if name else f"{MANAGED_BY_LABEL}={MANAGED_BY[MANAGED_BY_LABEL]}"
 
 
 def resources(spec: JobSpec, settings: ManifestSettings) -> dict:
@@ -129,7 +121,7 @@ def container_security_context() -> dict:
 
 
 def _env(spec: JobSpec, with_index: bool) -> list[dict]:
-    env = [{"name": "PADDLECLOUD_JOB_NAME", "value": spec.name}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    env = [{"name": JOB_NAME_ENV, "value": spec.name}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
     if with_index:
         # Declared explicitly so "$(JOB_COMPLETION_INDEX)" expands in the command.
         env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
@@ -140,7 +132,7 @@ def _env(spec: JobSpec, with_index: bool) -> list[dict]:
 
 def pod_spec(spec: JobSpec, settings: ManifestSettings, command: list[str], with_index: bool) -> dict:
     volumes, mounts = dataset_volumes(spec, settings)
-    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}})
+    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}})
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     container = {
         "name": CONTAINER_NAME,
@@ -194,7 +186,7 @@ def headless_service(spec: JobSpec, settings: ManifestSettings) -> dict:
 
 def indexed_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> dict:
     master = f"{spec.name}-0.{spec.name}:{settings.master_port}"
-    command = launch_argv(spec, master, "$(JOB_COMPLETION_INDEX)", python=settings.python)
+    command = launch_argv(spec, master, "$(JOB_COMPLETION_INDEX)")
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": spec.workers,
@@ -223,7 +215,7 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") 
 
 def paddle_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> dict:
     """Kubeflow training-operator v1.9 PaddleJob: the operator sets PADDLE_MASTER and rank."""
-    command = launch_argv(spec, None, None, python=settings.python)
+    command = launch_argv(spec, None, None)
     run_policy: dict[str, Any] = {"backoffLimit": 0, "cleanPodPolicy": "Running"}
     if spec.max_runtime_seconds:
         run_policy["activeDeadlineSeconds"] = spec.max_runtime_seconds
@@ -250,8 +242,36 @@ def paddle_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -
     }
 
 
+def indexed_job_objects(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> list[dict]:
+    return [headless_service(spec, settings), indexed_job(spec, settings, spec_json)]
+
+
+def paddle_job_objects(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> list[dict]:
+    return [paddle_job(spec, settings, spec_json)]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobKind:
+    """How one kind of job lives in the API: where it is, what to create, how to suspend it."""
+
+    name: str
+    api_version: str
+    plural: str
+    build: Callable[[JobSpec, ManifestSettings, str], list[dict]]
+    with_service: bool  # the headless Service is created apart and made owned by the job
+
+    def suspend_patch(self, cancelled_at: str) -> dict:
+        """A merge patch that marks the job cancelled and stops it from making pods."""
+        suspend = {"runPolicy": {"suspend": True}} if self.name == "paddlejob" else {"suspend": True}
+        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": suspend}
+
+
+JOB_KINDS = {
+    "job": JobKind("job", "batch/v1", "jobs", indexed_job_objects, with_service=True),
+    "paddlejob": JobKind("paddlejob", "kubeflow.org/v1", "paddlejobs", paddle_job_objects, with_service=False),
+}
+
+
 def job_objects(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> list[dict]:
     """Everything to create for a job, in creation order."""
-    if settings.kind == "paddlejob":
-        return [paddle_job(spec, settings, spec_json)]
-    return [headless_service(spec, settings), indexed_job(spec, settings, spec_json)]
+    return JOB_KINDS[settings.kind].build(spec, settings, spec_json)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
-from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import SpecError
+from .quantity import parse_quantity
 
 # Job names become Kubernetes object names, pod hostnames (<job>-<i>) and a Service
 # name, so they follow RFC 1035 labels and leave room for the worker suffix.
@@ -17,36 +17,18 @@ NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME_LENGTH = 50
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DATASET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-QUANTITY_PATTERN = re.compile(
-    r"^(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$"
-)
-_SUFFIX_FACTORS = {
-    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
+# The defaults, read by the Python API, the CLI, the REST API, the launcher's form and the
+# quota model alike. One worker: distributed training is a deliberate choice, and a job
+# takes no more of a shared quota than it asks for.
+DEFAULT_WORKERS = 1
+DEFAULT_GPUS_PER_WORKER = 0
+DEFAULT_CPU = "1"
+DEFAULT_MEMORY = "2Gi"
 
 FIELDS = (
     "name", "command", "workers", "gpus_per_worker", "cpu", "memory",
     "image", "datasets", "env", "max_runtime_seconds",
 )
-
-
-def parse_quantity(text: str) -> Decimal:
-    """Parse a Kubernetes quantity ("500m", "4Gi", "2") into a Decimal; ValueError if invalid."""
-    match = QUANTITY_PATTERN.match(str(text).strip())
-    if not match:
-        raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)")
-    try:
-        number = Decimal(match["number"])
-    except InvalidOperation as exc:
-        raise ValueError(f"'{text}' is not a Kubernetes quantity") from exc
-    suffix = match["suffix"]
-    if suffix and suffix[0] in "eE":
-        return number * Decimal(10) ** int(suffix[1:])
-    return number * _SUFFIX_FACTORS[suffix]
 
 
 def generate_name(command: tuple[str, ...] = ()) -> str:
@@ -63,7 +45,7 @@ def generate_name(command: tuple[str, ...] = ()) -> str:
     return f"{stem}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
 
 
-def _is_int(value: Any) -> bool:
+def is_whole_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -93,7 +75,7 @@ def _check_command(value: Any) -> str | None:
 
 
 def _check_count(value: Any, minimum: int) -> str | None:
-    if not _is_int(value):
+    if not is_whole_number(value):
         return f"must be a whole number (got {value!r})"
     if value < minimum:
         return f"must be at least {minimum} (got {value})"
@@ -172,10 +154,10 @@ class JobSpec:
 
     command: tuple[str, ...]
     name: str | None = None
-    workers: int = 1
-    gpus_per_worker: int = 0
-    cpu: str = "1"
-    memory: str = "2Gi"
+    workers: int = DEFAULT_WORKERS
+    gpus_per_worker: int = DEFAULT_GPUS_PER_WORKER
+    cpu: str = DEFAULT_CPU
+    memory: str = DEFAULT_MEMORY
     image: str | None = None
     datasets: tuple[str, ...] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)

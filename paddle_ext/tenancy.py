@@ -1,15 +1,14 @@
 """Kubernetes objects that make a user's namespace theirs (pure functions -> dicts).
 
-The hub creates these before each notebook starts (hub_config/jupyterhub_config.py);
+The hub's spawner (paddle_ext.hub.spawner) creates these before each notebook starts;
 tests build the same objects. The notebook's service account may manage jobs and
 read their pods, logs, services and events in its own namespace only.
 """
 
 from __future__ import annotations
 
-NOTEBOOK_SERVICE_ACCOUNT = "paddlecloud-notebook"
-NOTEBOOK_ROLE = "paddlecloud-notebook"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "paddlecloud"}
+from .constants import GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_ROLE, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME
+from .quota.model import Effective, quota_annotations, resource_quota_hard
 
 NOTEBOOK_RULES = (
     {"apiGroups": ["batch"], "resources": ["jobs"],
@@ -27,11 +26,6 @@ NOTEBOOK_RULES = (
 
 def pod_security_labels(level: str = "restricted") -> dict[str, str]:
     return {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
-
-
-def namespace(name: str, user: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": name, "labels": {**MANAGED_BY, "paddlecloud.io/user": user, **pod_security_labels()}}}
 
 
 def service_account(ns: str) -> dict:
@@ -55,13 +49,23 @@ def role_binding(ns: str, service_account_name: str = NOTEBOOK_SERVICE_ACCOUNT) 
 def limit_range(ns: str, cpu: str = "1", memory: str = "2Gi") -> dict:
     """Defaults for containers that name no resources, so quota accounting always works."""
     return {"apiVersion": "v1", "kind": "LimitRange",
-            "metadata": {"name": "paddlecloud-defaults", "namespace": ns, "labels": dict(MANAGED_BY)},
+            "metadata": {"name": LIMIT_RANGE_NAME, "namespace": ns, "labels": dict(MANAGED_BY)},
             "spec": {"limits": [{"type": "Container",
                                  "default": {"cpu": cpu, "memory": memory},
                                  "defaultRequest": {"cpu": cpu, "memory": memory}}]}}
 
 
-def resource_quota(ns: str, hard: dict[str, str]) -> dict:
-    return {"apiVersion": "v1", "kind": "ResourceQuota",
-            "metadata": {"name": "paddlecloud-quota", "namespace": ns, "labels": dict(MANAGED_BY)},
-            "spec": {"hard": dict(hard)}}
+def resource_quota(ns: str, hard: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
+    metadata = {"name": QUOTA_NAME, "namespace": ns, "labels": dict(MANAGED_BY)}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": metadata, "spec": {"hard": dict(hard)}}
+
+
+def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE) -> dict | None:
+    """The user's ResourceQuota for their effective limits; None when nothing is limited."""
+    hard = resource_quota_hard(effective.limits, gpu_resource)
+    annotations = quota_annotations(effective)
+    if not hard and not annotations:
+        return None
+    return resource_quota(ns, hard, annotations)

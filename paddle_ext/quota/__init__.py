@@ -1,1 +1,1 @@
-"""Quotas: the pure model, the preflight check every submit path uses, stores, the hub service."""
+"""Quotas: the pure model (limits, resolution, the fit check, reports) and where settings are stored."""

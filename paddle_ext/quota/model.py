@@ -24,24 +24,24 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import re
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
+from ..constants import GPU_RESOURCE, QUOTA_SOURCES_ANNOTATION, RUNNING_JOBS_ANNOTATION
 from ..errors import InvalidFields, PaddleCloudError, QuotaExceeded
-from ..spec import JobSpec, parse_quantity
+from ..jobs import Job
+from ..quantity import format_quantity, parse_quantity
+from ..spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec, is_whole_number
+from ..timestamps import parse_time
 
 FIELDS = ("gpus", "cpu", "memory", "pods", "running_jobs")
+RESOURCE_FIELDS = ("gpus", "cpu", "memory", "pods")  # what pods hold; running_jobs counts jobs
 INT_FIELDS = ("gpus", "pods", "running_jobs")
 QUANTITY_FIELDS = ("cpu", "memory")
 REVISION_KEY = "revision"
-GPU_RESOURCE = "nvidia.com/gpu"
-# The running-jobs cap on Kubernetes: an annotation on the user's ResourceQuota,
-# read by KubernetesBackend.preflight (the API server cannot count *running* jobs:
-# `count/jobs.batch` counts finished Jobs too until their TTL removes them).
-RUNNING_JOBS_ANNOTATION = "paddlecloud.io/running-jobs"
-QUOTA_NAME = "paddlecloud-quota"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
 
 WORDS = {"gpus": "GPUs", "cpu": "CPU", "memory": "memory", "pods": "pods", "running_jobs": "running jobs"}
@@ -137,14 +137,10 @@ class QuotaConfig:
 
 # ------------------------------------------------------------------ validation
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_int(value: Any) -> tuple[int | None, str | None]:
     if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
         value = int(value)  # form input: "4", "-1"
-    if not _is_int(value):
+    if not is_whole_number(value):
         return None, f"must be a whole number (got {value!r})"
     if value < 0:
         return None, f"must not be negative (got {value})"
@@ -152,7 +148,7 @@ def _check_int(value: Any) -> tuple[int | None, str | None]:
 
 
 def _check_quantity(value: Any) -> tuple[str | None, str | None]:
-    if _is_int(value) or isinstance(value, float):
+    if is_whole_number(value) or isinstance(value, float):
         value = format(Decimal(str(value)).normalize(), "f")
     if not isinstance(value, str):
         return None, f"must be a quantity such as \"8\", \"500m\" or \"32Gi\" (got {value!r})"
@@ -248,6 +244,10 @@ def _amount(field: str, value: Any) -> Decimal:
     return parse_quantity(value) if field in QUANTITY_FIELDS else Decimal(value)
 
 
+def format_amount(field: str, amount: Decimal) -> str:
+    return format_quantity(amount, binary=field == "memory")
+
+
 @dataclasses.dataclass(frozen=True)
 class Effective:
     """A user's effective limits, and where each came from ("user", "group:<name>", "default")."""
@@ -255,8 +255,6 @@ class Effective:
     limits: Limits
     sources: Mapping[str, str]
 
-    def to_dict(self) -> dict:
-        return {"limits": self.limits.to_dict(), "sources": dict(self.sources)}
 
 
 def resolve(config: QuotaConfig, username: str, groups: Iterable[str]) -> Effective:
@@ -283,11 +281,124 @@ def resolve(config: QuotaConfig, username: str, groups: Iterable[str]) -> Effect
     return Effective(Limits(**values), sources)
 
 
+
+
+# ------------------------------------------------------------------ what jobs and notebooks hold
+
+@dataclasses.dataclass(frozen=True)
+class JobUsage:
+    """What one job (or notebook) holds, or asks for, all its workers together."""
+
+    name: str
+    gpus: Decimal = Decimal(0)
+    cpu: Decimal = Decimal(0)
+    memory: Decimal = Decimal(0)
+    pods: Decimal = Decimal(0)
+
+    @classmethod
+    def of(cls, name: str, spec: Mapping[str, Any]) -> JobUsage:
+        """From a job spec as JSON (JobSpec.to_dict()); absent fields take JobSpec's defaults."""
+        workers = Decimal(int(spec.get("workers", DEFAULT_WORKERS)))
+        return cls(name=name, gpus=workers * int(spec.get("gpus_per_worker", DEFAULT_GPUS_PER_WORKER)),
+                   cpu=workers * parse_quantity(spec.get("cpu", DEFAULT_CPU)),
+                   memory=workers * parse_quantity(spec.get("memory", DEFAULT_MEMORY)), pods=workers)
+
+    @classmethod
+    def of_spec(cls, spec: JobSpec) -> JobUsage:
+        return cls.of(spec.name or "this job", spec.to_dict())
+
+
+def total(running: Iterable[JobUsage]) -> dict[str, Decimal]:
+    """Each resource field summed over `running`."""
+    running = list(running)
+    return {field: sum((getattr(job, field) for job in running), Decimal(0)) for field in RESOURCE_FIELDS}
+
+
+def usage_values(in_use: Mapping[str, Decimal], running_jobs: int) -> dict:
+    """Usage as JSON values: whole numbers for gpus and pods, quantities for cpu and memory."""
+    values: dict[str, Any] = {field: format_amount(field, in_use.get(field, Decimal(0))) for field in QUANTITY_FIELDS}
+    values.update({field: int(in_use.get(field, Decimal(0))) for field in ("gpus", "pods")})
+    values["running_jobs"] = running_jobs
+    return {field: values[field] for field in FIELDS}
+
+
+# ------------------------------------------------------------------ the fit check, one for every path
+
+@dataclasses.dataclass(frozen=True)
+class Overflow:
+    """The first resource a request would push over its limit."""
+
+    field: str
+    need: Decimal
+    limit: Decimal
+    in_use: Decimal
+    holders: tuple[str, ...] = ()
+
+
+def first_overflow(request: JobUsage, limits: Limits, in_use: Mapping[str, Decimal],
+                   running: Sequence[JobUsage] = ()) -> Overflow | None:
+    """Does `request` fit next to `in_use` within `limits`? The first field that does
+    not, naming the `running` jobs that hold some of it; None if everything fits."""
+    for field in RESOURCE_FIELDS:
+        limit, need = getattr(limits, field), getattr(request, field)
+        if limit is None or not need:
+            continue
+        limit_amount, used = _amount(field, limit), in_use.get(field, Decimal(0))
+        if used + need > limit_amount:
+            holders = tuple(job.name for job in running if getattr(job, field))
+            return Overflow(field, need, limit_amount, used, holders)
+    return None
+
+
+def refusal(overflow: Overflow, subject: str = "") -> str:
+    """The one sentence for every quota refusal: 'Needs 4 GPUs; your quota is 2 and 2
+    are in use by job resnet-3.' (`subject`, e.g. 'This server', goes in front)."""
+    field = overflow.field
+
+    def amount(value: Decimal) -> str:
+        return format_amount(field, value)
+
+    verb = "is" if field in QUANTITY_FIELDS else "are"
+    needs = f"{subject} needs" if subject else "Needs"
+    held = ""
+    if overflow.holders:
+        names = overflow.holders
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        held = f" by job{'s' if len(names) > 1 else ''} {shown}"
+    return (f"{needs} {amount(overflow.need)} {WORDS[field]}; your quota is {amount(overflow.limit)} "
+            f"and {amount(overflow.in_use)} {verb} in use{held}.")
+
+
+def running_jobs_refusal(cap: int, running: Sequence[JobUsage]) -> str | None:
+    if len(running) + 1 <= cap:
+        return None
+    names = ", ".join(job.name for job in running[:3]) + (" ..." if len(running) > 3 else "")
+    held = f" ({names})" if running else ""
+    return (f"Your quota allows {cap} running job{'s' if cap != 1 else ''} and {len(running)} "
+            f"{'are' if len(running) != 1 else 'is'} running{held}; wait for one to finish or cancel one.")
+
+
+def check_fits(request: JobUsage, limits: Limits, running: Sequence[JobUsage],
+               in_use: Mapping[str, Decimal] | None = None, subject: str = "") -> None:
+    """Raise QuotaExceeded with the one quota message when `request` (a job, or with
+    `subject` a notebook server) does not fit. `in_use` defaults to what `running` holds;
+    on Kubernetes it is the ResourceQuota's own count, which includes the notebook."""
+    if limits.running_jobs is not None:
+        message = running_jobs_refusal(limits.running_jobs, running)
+        if message:
+            raise QuotaExceeded(message)
+    overflow = first_overflow(request, limits, total(running) if in_use is None else in_use, running)
+    if overflow:
+        raise QuotaExceeded(refusal(overflow, subject))
+
+
+# ------------------------------------------------------------------ the same limits as Kubernetes sees them
+
 def resource_quota_hard(limits: Limits, gpu_resource: str = GPU_RESOURCE) -> dict[str, str]:
-    """Effective limits in ResourceQuota terms. GPUs are an extended resource, for which
-    quotas allow only `requests.`; CPU and memory are quota'd on requests too (what the
-    scheduler reserves; the LimitRange in tenancy.py supplies requests to containers
-    that name none). `running_jobs` has no ResourceQuota form: see RUNNING_JOBS_ANNOTATION."""
+    """Limits in ResourceQuota terms. GPUs are an extended resource, for which quotas allow
+    only `requests.`; CPU and memory are quota'd on requests too (what the scheduler
+    reserves; the namespace's LimitRange supplies requests to containers that name none).
+    `running_jobs` has no ResourceQuota form: see quota_annotations."""
     hard = {}
     if limits.gpus is not None:
         hard[f"requests.{gpu_resource}"] = str(limits.gpus)
@@ -300,97 +411,107 @@ def resource_quota_hard(limits: Limits, gpu_resource: str = GPU_RESOURCE) -> dic
     return hard
 
 
-def quota_annotations(limits: Limits) -> dict[str, str]:
-    return {} if limits.running_jobs is None else {RUNNING_JOBS_ANNOTATION: str(limits.running_jobs)}
+def quota_annotations(effective: Effective) -> dict[str, str]:
+    """What a ResourceQuota cannot say itself: the running-jobs cap and where each limit comes from."""
+    annotations = {}
+    if effective.limits.running_jobs is not None:
+        annotations[RUNNING_JOBS_ANNOTATION] = str(effective.limits.running_jobs)
+    if effective.sources:
+        annotations[QUOTA_SOURCES_ANNOTATION] = json.dumps(dict(effective.sources), sort_keys=True)
+    return annotations
 
 
-# ------------------------------------------------------------------ usage and preflight
-
-@dataclasses.dataclass(frozen=True)
-class JobUsage:
-    """What one running job holds."""
-
-    name: str
-    gpus: int
-    cpu: Decimal
-    memory: Decimal
-    pods: int
-
-    @classmethod
-    def of(cls, name: str, spec: Mapping[str, Any]) -> JobUsage:
-        workers = int(spec.get("workers", 1))
-        return cls(name=name, gpus=workers * int(spec.get("gpus_per_worker", 0)),
-                   cpu=workers * parse_quantity(spec.get("cpu", "1")),
-                   memory=workers * parse_quantity(spec.get("memory", "2Gi")), pods=workers)
+def quota_field(resource: str, gpu_resource: str = GPU_RESOURCE) -> str | None:
+    """The quota field a ResourceQuota resource name counts ('requests.cpu' -> 'cpu')."""
+    if resource in ("pods", "count/pods"):
+        return "pods"
+    base = resource.split(".", 1)[1] if resource.startswith(("requests.", "limits.")) else resource
+    if base in QUANTITY_FIELDS:
+        return base
+    if base == gpu_resource:
+        return "gpus"
+    return None
 
 
-def job_usage(spec: JobSpec) -> JobUsage:
-    return JobUsage.of(spec.name or "this job", spec.to_dict())
-
-
-def format_quantity(field: str, amount: Decimal) -> str:
-    if field == "memory":
-        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if amount >= size:
-                value = (amount / size).quantize(Decimal("0.01")).normalize()
-                return f"{format(value, 'f')}{unit}"
-    return format(amount.normalize(), "f")
-
-
-def usage_totals(running: Iterable[JobUsage]) -> dict:
-    """{"gpus", "cpu", "memory", "pods", "running_jobs"} of the running jobs, as JSON values."""
-    running = list(running)
-    return {
-        "gpus": sum(job.gpus for job in running),
-        "cpu": format_quantity("cpu", sum((job.cpu for job in running), Decimal(0))),
-        "memory": format_quantity("memory", sum((job.memory for job in running), Decimal(0))),
-        "pods": sum(job.pods for job in running),
-        "running_jobs": len(running),
-    }
-
-
-def holders(field: str, running: list[JobUsage]) -> str:
-    """' by jobs a, b' for the running jobs that hold some of `field` ('' if none)."""
-    names = [job.name for job in running if getattr(job, field)]
-    if not names:
-        return ""
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return f" by job{'s' if len(names) > 1 else ''} {shown}"
-
-
-def check_job(spec: JobSpec, limits: Limits, running: Iterable[JobUsage]) -> None:
-    """Raise QuotaExceeded, with numbers and the jobs holding the resources, when the
-    job does not fit next to `running` within `limits`."""
-    running = list(running)
-    if limits.running_jobs is not None and len(running) + 1 > limits.running_jobs:
-        names = ", ".join(job.name for job in running[:3]) + (" ..." if len(running) > 3 else "")
-        held = f" ({names})" if running else ""
-        raise QuotaExceeded(
-            f"Your quota allows {limits.running_jobs} running job{'s' if limits.running_jobs != 1 else ''} "
-            f"and {len(running)} {'are' if len(running) != 1 else 'is'} running{held}; "
-            "wait for one to finish or cancel one.")
-    wanted = job_usage(spec)
-    for field in ("gpus", "cpu", "memory", "pods"):
-        limit = getattr(limits, field)
-        need = Decimal(getattr(wanted, field))
-        if limit is None or need == 0:
+def resource_quota_terms(quota: Mapping[str, Any], gpu_resource: str = GPU_RESOURCE
+                         ) -> tuple[Limits, dict[str, Decimal]]:
+    """(limits, in use) of one ResourceQuota as the API server reports it (`status.hard`,
+    `status.used`). Where several resources count one field (requests.cpu, limits.cpu),
+    the one with the least room left wins."""
+    status = quota.get("status") or {}
+    hard = status.get("hard") or (quota.get("spec") or {}).get("hard") or {}
+    used = status.get("used") or {}
+    tightest: dict[str, tuple[Decimal, Decimal]] = {}
+    for resource, limit_text in hard.items():
+        field = quota_field(resource, gpu_resource)
+        if field is None:
             continue
-        limit_amount = _amount(field, limit)
-        in_use = sum((Decimal(getattr(job, field)) for job in running), Decimal(0))
-        if in_use + need > limit_amount:
-            fmt = (lambda a: format_quantity(field, a))
-            raise QuotaExceeded(
-                f"Needs {fmt(need)} {WORDS[field]}; your quota is {fmt(limit_amount)} and "
-                f"{fmt(in_use)} {'is' if field in QUANTITY_FIELDS else 'are'} in use"
-                f"{holders(field, running)}.")
+        limit, in_use = parse_quantity(limit_text), parse_quantity(used.get(resource, "0"))
+        if field not in tightest or limit - in_use < tightest[field][0] - tightest[field][1]:
+            tightest[field] = (limit, in_use)
+    values: dict[str, Any] = {}
+    for field, (limit, _) in tightest.items():
+        values[field] = format_amount(field, limit) if field in QUANTITY_FIELDS else int(limit)
+    return Limits(**values), {field: in_use for field, (_, in_use) in tightest.items()}
 
 
-def parse_time(text: str | None) -> datetime.datetime | None:
-    if not text:
-        return None
-    value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+def running_jobs_cap(quotas: Iterable[Mapping[str, Any]]) -> int | None:
+    """The running-jobs cap from the namespace's ResourceQuotas (the smallest, if several set it)."""
+    caps = []
+    for quota in quotas:
+        value = ((quota.get("metadata") or {}).get("annotations") or {}).get(RUNNING_JOBS_ANNOTATION)
+        if value is not None and str(value).strip().isdigit():
+            caps.append(int(value))
+    return min(caps) if caps else None
 
+
+def quota_sources(quotas: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Where each limit comes from, as the quota service recorded it on the ResourceQuota."""
+    sources: dict[str, str] = {}
+    for quota in quotas:
+        text = ((quota.get("metadata") or {}).get("annotations") or {}).get(QUOTA_SOURCES_ANNOTATION)
+        try:
+            recorded = json.loads(text) if text else {}
+        except ValueError:
+            continue
+        if isinstance(recorded, dict):
+            sources.update({k: str(v) for k, v in recorded.items() if k in FIELDS})
+    return sources
+
+
+def parse_quota_rejection(message: str, gpu_resource: str = GPU_RESOURCE) -> str:
+    """The API server's 'exceeded quota' 403 text as the one quota sentence.
+
+    API text: 'pods "x" is forbidden: exceeded quota: compute, requested:
+    requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=2'
+    """
+    if "exceeded quota" not in message:
+        return message
+    parts: dict[str, dict[str, str]] = {}
+    for key in ("requested", "used", "limited"):
+        marker = f"{key}: "
+        start = message.find(marker)
+        if start < 0:
+            continue
+        rest = message[start + len(marker):]
+        end = min((rest.find(f", {k}:") for k in ("requested", "used", "limited") if rest.find(f", {k}:") >= 0),
+                  default=len(rest))
+        parts[key] = dict(item.split("=", 1) for item in rest[:end].split(",") if "=" in item)
+    requested = parts.get("requested", {})
+    resource = next(iter(requested), None)
+    field = quota_field(resource, gpu_resource) if resource else None
+    try:
+        overflow = Overflow(field, parse_quantity(requested[resource]),
+                            parse_quantity(parts.get("limited", {})[resource]),
+                            parse_quantity(parts.get("used", {}).get(resource, "0")))
+    except (KeyError, ValueError, TypeError):
+        overflow = None
+    if field is None or overflow is None:
+        return "The namespace's quota does not allow this: " + message.split("exceeded quota:", 1)[1].strip()
+    return refusal(overflow)
+
+
+# ------------------------------------------------------------------ GPU-hours and the report users see
 
 @dataclasses.dataclass(frozen=True)
 class JobRecord:
@@ -406,33 +527,50 @@ def gpu_hours(records: Iterable[JobRecord], now: datetime.datetime, days: int) -
     """GPU-hours used in the `days` before `now`: each job's GPUs times the part of
     [created, finished or now] that falls in the window."""
     start = now - datetime.timedelta(days=days)
-    total = 0.0
+    hours = 0.0
     for record in records:
         begin = max(record.created, start)
         end = min(record.finished or now, now)
         if record.gpus and end > begin:
-            total += record.gpus * (end - begin).total_seconds() / 3600
-    return round(total, 2)
+            hours += record.gpus * (end - begin).total_seconds() / 3600
+    return round(hours, 2)
 
 
-def job_record(name: str, spec: Mapping[str, Any], created: str | None, finished: str | None) -> JobRecord | None:
-    start = parse_time(created)
+def job_record(job: Job) -> JobRecord | None:
+    start = parse_time(job.created)
     if start is None:
         return None
-    gpus = int(spec.get("workers", 1)) * int(spec.get("gpus_per_worker", 0))
-    return JobRecord(name, gpus, start, parse_time(finished))
+    # A finished job without an end time (its records were lost) counts as zero hours.
+    end = parse_time(job.finished) or (start if job.done else None)
+    return JobRecord(job.name, int(JobUsage.of(job.name, job.spec).gpus), start, end)
 
 
-def usage_report(jobs: Iterable[Any], now: datetime.datetime) -> dict:
-    """Usage of a user's jobs (backend Job objects): running totals, the running jobs,
-    and GPU-hours of the last 7 and 30 days."""
+@dataclasses.dataclass(frozen=True)
+class QuotaReport:
+    """A user's limits, where each comes from, what is in use and GPU-hours: the same on
+    every backend (`paddlecloud quota`, GET /paddle/api/quota, the launcher's quota line
+    and the quota service read these fields)."""
+
+    user: str
+    limits: Limits
+    sources: Mapping[str, str]
+    used: Mapping[str, Any]  # FIELDS -> JSON values (usage_values)
+    running: tuple[str, ...]
+    gpu_hours: Mapping[str, float]  # {"7d": ..., "30d": ...}
+
+    def to_dict(self) -> dict:
+        return {"user": self.user, "limits": self.limits.set_fields(), "sources": dict(self.sources),
+                "used": dict(self.used), "running": list(self.running), "gpu_hours": dict(self.gpu_hours)}
+
+
+def report(user: str, effective: Effective, jobs: Iterable[Job], now: datetime.datetime,
+           in_use: Mapping[str, Decimal] | None = None) -> QuotaReport:
+    """The report from a user's jobs. `in_use` overrides what the jobs' specs add up to
+    where something else counts better (on Kubernetes: the ResourceQuota, notebook included)."""
     jobs = list(jobs)
     running = [JobUsage.of(job.name, job.spec) for job in jobs if not job.done]
-    # A finished job without an end time (its records were lost) counts as zero hours.
-    records = [r for r in (job_record(job.name, job.spec, job.created,
-                                      job.finished or (job.created if job.done else None)) for job in jobs) if r]
-    return {
-        "used": usage_totals(running),
-        "running": [job.name for job in running],
-        "gpu_hours": {"7d": gpu_hours(records, now, 7), "30d": gpu_hours(records, now, 30)},
-    }
+    counted = {**total(running), **(in_use or {})}
+    records = [record for record in map(job_record, jobs) if record]
+    return QuotaReport(user=user, limits=effective.limits, sources=dict(effective.sources),
+                       used=usage_values(counted, len(running)), running=tuple(job.name for job in running),
+                       gpu_hours={"7d": gpu_hours(records, now, 7), "30d": gpu_hours(records, now, 30)})

@@ -1,0 +1,78 @@
+"""Names and defaults shared by both sides of the product, each defined once.
+
+Kubernetes label, annotation and object names; the environment variables the hub
+hands to notebooks and jobs; the state folder of the embedded default. Pure: no
+imports from the package, no I/O beyond reading the environment.
+"""
+
+from __future__ import annotations
+
+import os
+
+# ---------------------------------------------------------------- Kubernetes names
+
+LABEL_PREFIX = "paddlecloud.io"
+JOB_LABEL = f"{LABEL_PREFIX}/job"
+USER_LABEL = f"{LABEL_PREFIX}/user"
+KIND_LABEL = f"{LABEL_PREFIX}/kind"
+CANCELLED_ANNOTATION = f"{LABEL_PREFIX}/cancelled"
+SPEC_ANNOTATION = f"{LABEL_PREFIX}/spec"
+# The running-jobs cap and where each limit comes from ride on the user's ResourceQuota:
+# the API server cannot count *running* jobs (`count/jobs.batch` counts finished Jobs too).
+RUNNING_JOBS_ANNOTATION = f"{LABEL_PREFIX}/running-jobs"
+QUOTA_SOURCES_ANNOTATION = f"{LABEL_PREFIX}/quota-sources"
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = {MANAGED_BY_LABEL: "paddlecloud"}
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+GPU_RESOURCE = "nvidia.com/gpu"  # the default; every setting that names it is configurable
+CONTAINER_NAME = "paddle"  # Kubeflow's PaddleJob requires this name
+MASTER_PORT = 36789
+
+QUOTA_NAME = "paddlecloud-quota"  # the ResourceQuota in each user namespace
+LIMIT_RANGE_NAME = "paddlecloud-defaults"
+NOTEBOOK_SERVICE_ACCOUNT = "paddlecloud-notebook"
+NOTEBOOK_ROLE = "paddlecloud-notebook"
+QUOTA_CONFIGMAP = "paddlecloud-quotas"  # quota settings, in the hub's namespace
+USER_NAMESPACE_TEMPLATE = "paddlecloud-{username}"
+
+# ---------------------------------------------------------------- environment
+
+BACKEND_ENV = "PADDLECLOUD_BACKEND"
+HOME_ENV = "PADDLECLOUD_HOME"
+QUOTA_FILE_ENV = "PADDLECLOUD_QUOTA_FILE"
+QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local or kubernetes
+NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's users' namespaces
+USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
+IMAGES_ENV = "PADDLECLOUD_IMAGES"
+DATASETS_ENV = "PADDLECLOUD_DATASETS"
+JOB_NAME_ENV = "PADDLECLOUD_JOB_NAME"
+DATASET_ENV_PREFIX = "PADDLECLOUD_DATASET_"
+# Test seam, the only one in product code: the cluster tier runs a notebook pod's
+# command as a host process and hands it the pod's service-account files here.
+SERVICE_ACCOUNT_DIR_ENV = "PADDLECLOUD_SERVICEACCOUNT_DIR"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def paddlecloud_home() -> str:
+    """The embedded default's state folder: $PADDLECLOUD_HOME, else ~/.paddlecloud."""
+    return os.path.abspath(os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".paddlecloud"))
+
+
+def service_account_dir() -> str:
+    """Where a pod's service-account token, CA and namespace are mounted."""
+    return os.environ.get(SERVICE_ACCOUNT_DIR_ENV, SERVICE_ACCOUNT_DIR)
+
+
+def in_cluster() -> bool:
+    """Running in a Kubernetes pod with a service-account token."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        os.path.join(service_account_dir(), "token"))
+
+
+def dataset_env_name(dataset: str) -> str:
+    """$PADDLECLOUD_DATASET_<NAME>: where a local job finds dataset `dataset`."""
+    return DATASET_ENV_PREFIX + dataset.upper().replace("-", "_")

@@ -1,0 +1,79 @@
+"""A job as users see it, the same on every backend (pure, typed).
+
+`Job.to_dict()` is the one JSON form of a job: `paddlecloud status --json`, the REST API
+and the widgets all read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Phase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED_PHASES
+
+
+FINISHED_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
+
+
+class Reason(enum.StrEnum):
+    """Why a job is in its phase, in a word programs can test."""
+
+    NONE = ""
+    STARTING = "Starting"
+    QUEUED = "Queued"
+    COMPLETED = "Completed"
+    CANCELLED = "Cancelled"
+    WORKER_FAILED = "WorkerFailed"
+    WORKER_LOST = "WorkerLost"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    UNSCHEDULABLE = "Unschedulable"
+    IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+    OOM_KILLED = "OOMKilled"
+    QUOTA_EXCEEDED = "QuotaExceeded"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerState:
+    index: int
+    phase: Phase
+    exit_code: int | None = None
+    reason: str = ""  # a short detail: "exited with code 3", "ImagePullBackOff", ...
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "phase": str(self.phase), "exit_code": self.exit_code, "reason": self.reason}
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    name: str
+    phase: Phase
+    workers: int
+    spec: dict
+    reason: str = ""
+    message: str = ""
+    created: str | None = None
+    finished: str | None = None
+    worker_states: tuple[WorkerState, ...] = ()
+    backend: str = ""
+
+    @property
+    def done(self) -> bool:
+        return Phase(self.phase).finished
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "phase": str(self.phase), "workers": self.workers, "spec": self.spec,
+            "reason": str(self.reason), "message": self.message, "created": self.created,
+            "finished": self.finished, "worker_states": [w.to_dict() for w in self.worker_states],
+            "backend": self.backend,
+        }

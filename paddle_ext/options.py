@@ -1,0 +1,105 @@
+"""What a deployment offers: one declaration gives both the launcher's form and the
+check every submit goes through (pure).
+
+`JobOptions.to_dict()` is `GET /paddle/api/options`; `JobOptions.check(spec)` refuses
+what is not offered, naming the field, whichever way the spec arrived.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping
+
+from .errors import SpecError
+from .quantity import parse_quantity
+from .spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageChoice:
+    name: str
+    description: str = ""
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> ImageChoice:
+        return cls(str(entry["name"]), str(entry.get("description", "")))
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetChoice:
+    name: str
+    description: str = ""
+    mount_path: str = ""
+
+    @classmethod
+    def of(cls, entry: Mapping[str, Any]) -> DatasetChoice:
+        """From a catalogue entry (which also says where the data comes from)."""
+        return cls(str(entry["name"]), str(entry.get("description", "")), str(entry.get("mount_path", "")))
+
+
+@dataclasses.dataclass(frozen=True)
+class JobOptions:
+    backend: str
+    images: tuple[ImageChoice, ...] = ()
+    datasets: tuple[DatasetChoice, ...] = ()
+    max_workers: int = 8
+    max_gpus_per_worker: int = 8
+    max_cpu: str = "16"
+    max_memory: str = "64Gi"
+    default_command: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, backend: str, images: Iterable[Mapping] = (), datasets: Iterable[Mapping] = (),
+              **bounds: Any) -> JobOptions:
+        return cls(backend, tuple(ImageChoice.of(i) for i in images),
+                   tuple(DatasetChoice.of(d) for d in datasets), **bounds)
+
+    @property
+    def default_image(self) -> str | None:
+        return self.images[0].name if self.images else None
+
+    def defaults(self) -> dict:
+        return {
+            "workers": min(DEFAULT_WORKERS, self.max_workers),
+            "gpus_per_worker": DEFAULT_GPUS_PER_WORKER,
+            "cpu": DEFAULT_CPU,
+            "memory": DEFAULT_MEMORY,
+            "image": self.default_image,
+            "command": list(self.default_command),
+        }
+
+    def to_dict(self) -> dict:
+        return {
+            "backend": self.backend,
+            "images": [dataclasses.asdict(image) for image in self.images],
+            "datasets": [dataclasses.asdict(dataset) for dataset in self.datasets],
+            "bounds": {
+                "workers": {"min": 1, "max": self.max_workers},
+                "gpus_per_worker": {"min": 0, "max": self.max_gpus_per_worker},
+                "cpu": {"max": self.max_cpu},
+                "memory": {"max": self.max_memory},
+            },
+            "defaults": self.defaults(),
+        }
+
+    def check(self, spec: JobSpec) -> None:
+        """Raise SpecError naming each field that asks for more than is offered here."""
+        problems = {}
+        for field, most in (("workers", self.max_workers), ("gpus_per_worker", self.max_gpus_per_worker)):
+            value = getattr(spec, field)
+            if value > most:
+                problems[field] = f"must be at most {most} here (got {value})"
+        for field, most in (("cpu", self.max_cpu), ("memory", self.max_memory)):
+            value = getattr(spec, field)
+            if parse_quantity(value) > parse_quantity(most):
+                problems[field] = f"must be at most {most} per worker here (got {value})"
+        offered = [image.name for image in self.images]
+        if spec.image is not None and offered and spec.image not in offered:
+            problems["image"] = f"'{spec.image}' is not offered here (choose one of: {', '.join(offered)})"
+        known = {dataset.name for dataset in self.datasets}
+        unknown = [name for name in spec.datasets if name not in known]
+        if unknown:
+            available = ", ".join(sorted(known)) or "none are configured"
+            problems["datasets"] = f"unknown dataset {', '.join(unknown)} (available: {available})"
+        if problems:
+            raise SpecError(problems)

@@ -1,0 +1,43 @@
+"""Kubernetes resource quantities ("500m", "4Gi", "2") as Decimals, and back (pure)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+QUANTITY_PATTERN = re.compile(
+    r"^(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$"
+)
+_SUFFIX_FACTORS = {
+    None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60),
+}
+_BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def parse_quantity(text: str) -> Decimal:
+    """Parse a Kubernetes quantity into a Decimal; ValueError if it is not one."""
+    match = QUANTITY_PATTERN.match(str(text).strip())
+    if not match:
+        raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)")
+    try:
+        number = Decimal(match["number"])
+    except InvalidOperation as exc:
+        raise ValueError(f"'{text}' is not a Kubernetes quantity") from exc
+    suffix = match["suffix"]
+    if suffix and suffix[0] in "eE":
+        return number * Decimal(10) ** int(suffix[1:])
+    return number * _SUFFIX_FACTORS[suffix]
+
+
+def format_quantity(amount: Decimal, binary: bool = False) -> str:
+    """A Decimal as people read it: memory (`binary`) in Ki/Mi/Gi/Ti, the rest as a plain number."""
+    if binary:
+        for unit, size in _BINARY_UNITS:
+            if amount >= size:
+                value = (amount / size).quantize(Decimal("0.01")).normalize()
+                return f"{format(value, 'f')}{unit}"
+    return format(amount.normalize(), "f")
