@@ -11,10 +11,11 @@ import json
 import sys
 from typing import Sequence
 
-from .backends.base import Job
 from .client import JobClient
 from .errors import PaddleCloudError
-from .spec import JobSpec
+from .jobs import Job, Phase
+from .quota.model import FIELDS, QuotaReport
+from .spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec
 
 INPUT_ERROR_STATUSES = (400, 404, 409)
 
@@ -52,10 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     submit = commands.add_parser("submit", parents=[common], help="start a job; prints its name")
     submit.add_argument("--name", help="job name (lowercase letters, digits, '-'); generated if absent")
-    submit.add_argument("--workers", type=int, default=1, help="number of workers (nodes)")
-    submit.add_argument("--gpus-per-worker", type=int, default=0, help="GPUs per worker")
-    submit.add_argument("--cpu", default="1", help="CPU per worker, e.g. 2 or 500m")
-    submit.add_argument("--memory", default="2Gi", help="memory per worker, e.g. 8Gi")
+    submit.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="number of workers (nodes)")
+    submit.add_argument("--gpus-per-worker", type=int, default=DEFAULT_GPUS_PER_WORKER, help="GPUs per worker")
+    submit.add_argument("--cpu", default=DEFAULT_CPU, help="CPU per worker, e.g. 2 or 500m")
+    submit.add_argument("--memory", default=DEFAULT_MEMORY, help="memory per worker, e.g. 8Gi")
     submit.add_argument("--image", help="container image (Kubernetes)")
     submit.add_argument("--dataset", action="append", default=[], help="dataset to mount (repeatable)")
     submit.add_argument("--env", action="append", default=[], type=_env_pair, help="KEY=VALUE (repeatable)")
@@ -118,12 +119,19 @@ def _follow(client: JobClient, name: str) -> int:
     job = client.wait(name, timeout=30, poll=0.5)
     summary = f"Job {job.name} {job.phase}" + (f": {job.message}" if job.message else "")
     print(summary, file=sys.stderr)
-    return 0 if job.phase == "Succeeded" else 1
+    return 0 if job.phase == Phase.SUCCEEDED else 1
 
 
 def run(args: argparse.Namespace) -> int:
     options = {"namespace": args.namespace} if args.namespace else {}
     client = JobClient(args.backend, **options)
+    try:
+        return run_command(client, args)
+    finally:
+        client.close()
+
+
+def run_command(client: JobClient, args: argparse.Namespace) -> int:
     if args.command == "submit":
         command = args.job_command[1:] if args.job_command[:1] == ["--"] else args.job_command
         spec = JobSpec(
@@ -160,29 +168,26 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "quota":
         quota = client.quota()
         if args.json:
-            _print_json(quota)
+            _print_json(quota.to_dict())
         else:
-            print(_quota_table(quota))
+            print(quota_table(quota))
         return 0
     raise UsageError(f"unknown command {args.command}")
 
 
-def _quota_table(quota: dict) -> str:
-    """RESOURCE / USED / LIMIT (/ FROM: user, group:<name> or default, when known), then
-    the running jobs and GPU-hours when the backend reports them."""
-    limits, used, sources = quota.get("limits", {}), quota.get("used", {}), quota.get("sources")
-    rows = [("RESOURCE", "USED", "LIMIT", "FROM" if sources is not None else "")]
-    for key in ("gpus", "cpu", "memory", "pods", "running_jobs"):
-        if key in limits or key in used:
-            limit = limits.get(key)
-            rows.append((key, str(used.get(key, 0)), "unlimited" if limit is None else str(limit),
-                         (sources or {}).get(key, "")))
+def quota_table(quota: QuotaReport) -> str:
+    """RESOURCE / USED / LIMIT / FROM (user, group:<name> or default), then the running
+    jobs and GPU-hours."""
+    limits = quota.limits.set_fields()
+    rows = [("RESOURCE", "USED", "LIMIT", "FROM")]
+    for field in FIELDS:
+        rows.append((field, str(quota.used.get(field, 0)), str(limits.get(field, "unlimited")),
+                     quota.sources.get(field, "")))
     lines = [f"{a:<14}{b:<10}{c:<12}{d}".rstrip() for a, b, c, d in rows]
-    if quota.get("running"):
-        lines.append(f"running jobs: {', '.join(quota['running'])}")
-    hours = quota.get("gpu_hours")
-    if hours:
-        lines.append(f"GPU-hours: {hours.get('7d', 0)} in the last 7 days, {hours.get('30d', 0)} in the last 30 days")
+    if quota.running:
+        lines.append(f"running jobs: {', '.join(quota.running)}")
+    hours = quota.gpu_hours
+    lines.append(f"GPU-hours: {hours.get('7d', 0)} in the last 7 days, {hours.get('30d', 0)} in the last 30 days")
     return "\n".join(lines)
 
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from typing import Any, Iterator, Mapping
 
-from .backends.base import Job, JobBackend, make_backend
+from .backends.base import JobBackend, make_backend
+from .jobs import Job
+from .options import JobOptions
+from .quota.model import QuotaReport
 from .spec import JobSpec
 
 
@@ -59,16 +63,18 @@ class JobClient:
     def get(self, name: str) -> Job:
         return self._run(self.backend.get(name))
 
-    status = get
-
     def cancel(self, name: str) -> Job:
         return self._run(self.backend.cancel(name))
 
-    def options(self) -> dict:
+    def options(self) -> JobOptions:
         return self.backend.options()
 
-    def quota(self) -> dict:
+    def quota(self) -> QuotaReport:
         return self._run(self.backend.quota())
+
+    def close(self) -> None:
+        """Release the backend's connections (the client can still be used afterwards)."""
+        self._run(self.backend.close())
 
     def logs(self, name: str, worker: int | None = None, tail: int | None = None,
              follow: bool = False) -> Iterator[str]:
@@ -102,8 +108,6 @@ class JobClient:
 
     def wait(self, name: str, timeout: float | None = None, poll: float = 1.0) -> Job:
         """Block until the job has finished (or `timeout` seconds pass); return its state."""
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             job = self.get(name)

@@ -1,5 +1,5 @@
-"""Job backends: where jobs run. Pick one with `make_backend`."""
+"""Job backends: where jobs run (the notebook side). Pick one with `make_backend`."""
 
-from .base import Job, JobBackend, WorkerState, make_backend, default_backend_name
+from .base import JobBackend, default_backend_name, make_backend
 
-__all__ = ["Job", "JobBackend", "WorkerState", "make_backend", "default_backend_name"]
+__all__ = ["JobBackend", "make_backend", "default_backend_name"]

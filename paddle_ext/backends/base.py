@@ -8,7 +8,7 @@ anything a user should see.
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import json
 import os
 from typing import Any, AsyncIterator
@@ -16,84 +16,16 @@ from typing import Any, AsyncIterator
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
-from ..errors import SpecError
-from ..quota.model import JobUsage
-from ..spec import JobSpec, parse_quantity
-
-PHASES = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
-FINISHED_PHASES = ("Succeeded", "Failed", "Cancelled")
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerState:
-    index: int
-    phase: str  # Pending, Running, Succeeded, Failed, Cancelled
-    exit_code: int | None = None
-    reason: str = ""
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """A job as users see it (`status --json`, REST)."""
-
-    name: str
-    phase: str
-    workers: int
-    spec: dict
-    reason: str = ""
-    message: str = ""
-    created: str | None = None
-    finished: str | None = None
-    worker_states: tuple[WorkerState, ...] = ()
-    backend: str = ""
-
-    @property
-    def done(self) -> bool:
-        return self.phase in FINISHED_PHASES
-
-    def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["worker_states"] = [w.to_dict() for w in self.worker_states]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Job:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in fields}
-        values["worker_states"] = tuple(WorkerState(**w) for w in data.get("worker_states", ()))
-        return cls(**values)
-
-
-def check_against_options(spec: JobSpec, options: dict) -> None:
-    """Reject what this deployment does not offer: bounds, images, datasets (pure)."""
-    problems = {}
-    bounds = options.get("bounds", {})
-    for field in ("workers", "gpus_per_worker"):
-        limits = bounds.get(field, {})
-        value = getattr(spec, field)
-        if "max" in limits and value > limits["max"]:
-            problems[field] = f"must be at most {limits['max']} here (got {value})"
-    for field in ("cpu", "memory"):
-        limits = bounds.get(field, {})
-        if "max" in limits and parse_quantity(getattr(spec, field)) > parse_quantity(limits["max"]):
-            problems[field] = f"must be at most {limits['max']} per worker here (got {getattr(spec, field)})"
-    images = [image["name"] for image in options.get("images", [])]
-    if spec.image is not None and images and not options.get("allow_any_image") and spec.image not in images:
-        problems["image"] = f"'{spec.image}' is not offered here (choose one of: {', '.join(images)})"
-    known = {dataset["name"] for dataset in options.get("datasets", [])}
-    unknown = [name for name in spec.datasets if name not in known]
-    if unknown:
-        offered = ", ".join(sorted(known)) or "none are configured"
-        problems["datasets"] = f"unknown dataset {', '.join(unknown)} (available: {offered})"
-    if problems:
-        raise SpecError(problems)
+from ..constants import BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
+from ..errors import InvalidRequest, PaddleCloudError
+from ..jobs import Job
+from ..options import JobOptions
+from ..quota.model import JobUsage, QuotaReport
+from ..spec import JobSpec
 
 
 class JobBackend(LoggingConfigurable):
-    """Base class. Subclasses implement submit/list/get/cancel/logs/usage."""
+    """Base class. Subclasses implement submit/list/get/cancel/worker_log/quota."""
 
     name = "base"
 
@@ -113,53 +45,30 @@ class JobBackend(LoggingConfigurable):
     max_gpus_per_worker = Integer(8, help="Most GPUs one worker may ask for.").tag(config=True)
     max_cpu = Unicode("16", help="Most CPU one worker may ask for (a Kubernetes quantity).").tag(config=True)
     max_memory = Unicode("64Gi", help="Most memory one worker may ask for (a Kubernetes quantity).").tag(config=True)
-    default_workers = Integer(2, help="Workers preselected in the launcher.").tag(config=True)
-    default_cpu = Unicode("1", help="CPU per worker preselected in the launcher.").tag(config=True)
-    default_memory = Unicode("2Gi", help="Memory per worker preselected in the launcher.").tag(config=True)
-    default_command = List(
-        Unicode(), help="Command preselected in the launcher."
-    ).tag(config=True)
+    default_command = List(Unicode(), help="Command preselected in the launcher.").tag(config=True)
 
     @default("images")
     def _default_images(self):
-        return _json_env("PADDLECLOUD_IMAGES", [])
+        return _json_env(IMAGES_ENV, [])
 
     @default("datasets")
     def _default_datasets(self):
-        return _json_env("PADDLECLOUD_DATASETS", [])
+        return _json_env(DATASETS_ENV, [])
 
     @default("default_command")
     def _default_command(self):
         return ["python", "train.py", "--epochs", "3"]
 
-    def options(self) -> dict:
-        """The launcher's form spec (also served at /paddle/api/options)."""
-        return {
-            "backend": self.name,
-            "images": list(self.images),
-            "datasets": [
-                {k: v for k, v in d.items() if k in ("name", "description", "mount_path")}
-                for d in self.datasets
-            ],
-            "bounds": {
-                "workers": {"min": 1, "max": self.max_workers},
-                "gpus_per_worker": {"min": 0, "max": self.max_gpus_per_worker},
-                "cpu": {"max": self.max_cpu},
-                "memory": {"max": self.max_memory},
-            },
-            "defaults": {
-                "workers": min(self.default_workers, self.max_workers),
-                "gpus_per_worker": 0,
-                "cpu": self.default_cpu,
-                "memory": self.default_memory,
-                "image": self.images[0]["name"] if self.images else None,
-                "command": list(self.default_command),
-            },
-        }
+    def options(self) -> JobOptions:
+        """What this deployment offers: the launcher's form and the submit check."""
+        return JobOptions.build(
+            self.name, self.images, self.datasets, max_workers=self.max_workers,
+            max_gpus_per_worker=self.max_gpus_per_worker, max_cpu=self.max_cpu, max_memory=self.max_memory,
+            default_command=tuple(self.default_command))
 
     def validate(self, spec: JobSpec) -> JobSpec:
         """Check the spec against this deployment and give it a name."""
-        check_against_options(spec, self.options())
+        self.options().check(spec)
         return spec.with_name()
 
     async def submit(self, spec: JobSpec) -> Job:
@@ -174,13 +83,24 @@ class JobBackend(LoggingConfigurable):
     async def cancel(self, name: str) -> Job:
         raise NotImplementedError
 
-    def logs(self, name: str, worker: int | None = None, tail: int | None = None,
-             follow: bool = False) -> AsyncIterator[str]:
-        """Log lines without newlines; merged logs of several workers carry `[worker-I] `."""
+    def worker_log(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
+        """One worker's log lines, without newlines; following ends when the job has."""
         raise NotImplementedError
 
-    async def quota(self) -> dict:
-        """{"limits": {...}, "used": {...}} for the current user."""
+    async def logs(self, name: str, worker: int | None = None, tail: int | None = None,
+                   follow: bool = False) -> AsyncIterator[str]:
+        """Log lines without newlines. Merged logs of several workers carry `[worker-I] `:
+        one worker after another, or with `follow` interleaved as lines arrive."""
+        job = await self.get(name)
+        check_worker(job, worker)
+        indexes = [worker] if worker is not None else list(range(job.workers))
+        prefixed = worker is None and job.workers > 1
+        streams = {i: self.worker_log(job, i, tail, follow) for i in indexes}
+        async for index, line in merge_streams(streams, interleave=follow):
+            yield prefix_line(index, line) if prefixed else line
+
+    async def quota(self) -> QuotaReport:
+        """The current user's limits, usage and GPU-hours."""
         raise NotImplementedError
 
     async def running_usage(self) -> list[JobUsage]:
@@ -189,6 +109,54 @@ class JobBackend(LoggingConfigurable):
 
     async def close(self) -> None:
         """Release connections."""
+
+
+def check_worker(job: Job, worker: int | None) -> None:
+    """Refuse a worker index the job does not have."""
+    if worker is not None and not 0 <= worker < job.workers:
+        raise InvalidRequest(f"Job '{job.name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
+
+
+def prefix_line(worker: int, line: str) -> str:
+    """The merged-log form of a line of one of several workers."""
+    return f"[worker-{worker}] {line}"
+
+
+async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool
+                        ) -> AsyncIterator[tuple[int, str]]:
+    """(worker, line) from several workers' streams: in worker order, or interleaved as
+    lines arrive (each worker's own order kept). A stream's error ends the merge."""
+    if not interleave or len(streams) == 1:
+        for index, stream in streams.items():
+            async for line in stream:
+                yield index, line
+        return
+    queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
+    done = object()
+
+    async def pump(index: int, stream: AsyncIterator[str]):
+        try:
+            async for line in stream:
+                await queue.put((index, line))
+        except PaddleCloudError as exc:
+            await queue.put(exc)
+        finally:
+            await queue.put(done)
+
+    tasks = [asyncio.ensure_future(pump(index, stream)) for index, stream in streams.items()]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            item = await queue.get()
+            if item is done:
+                remaining -= 1
+            elif isinstance(item, PaddleCloudError):
+                raise item
+            else:
+                yield item
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def _json_env(name: str, fallback):
@@ -202,23 +170,9 @@ def _json_env(name: str, fallback):
         raise ValueError(f"${name} is not valid JSON: {exc}") from exc
 
 
-def service_account_dir() -> str:
-    """Where the pod's service-account token, CA and namespace are mounted.
-
-    PADDLECLOUD_SERVICEACCOUNT_DIR overrides the standard path; the cluster tests use
-    it to run a notebook pod's command as a local process with the pod's identity."""
-    return os.environ.get("PADDLECLOUD_SERVICEACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-def in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        os.path.join(service_account_dir(), "token")
-    )
-
-
 def default_backend_name() -> str:
     """PADDLECLOUD_BACKEND, else `kubernetes` inside a cluster, else `local`."""
-    return os.environ.get("PADDLECLOUD_BACKEND") or ("kubernetes" if in_cluster() else "local")
+    return os.environ.get(BACKEND_ENV) or ("kubernetes" if in_cluster() else "local")
 
 
 def make_backend(name: str | None = None, **kwargs: Any) -> JobBackend:
@@ -232,8 +186,3 @@ def make_backend(name: str | None = None, **kwargs: Any) -> JobBackend:
 
         return KubernetesBackend(**kwargs)
     raise ValueError(f"unknown backend '{name}' (choose local or kubernetes)")
-
-
-def prefix_line(worker: int, line: str, workers: int) -> str:
-    """The merged-log form of a line: `[worker-I] ` when the job has several workers."""
-    return f"[worker-{worker}] {line}" if workers > 1 else line

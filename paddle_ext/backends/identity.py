@@ -15,8 +15,9 @@ import os
 import urllib.error
 import urllib.request
 
+from ..constants import USER_GROUPS_ENV
+
 log = logging.getLogger(__name__)
-GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 
 
 def current_user() -> str:
@@ -32,5 +33,5 @@ def current_groups(timeout: float = 5.0) -> list[str]:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return sorted(json.load(response).get("groups") or [])
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            log.warning("Cannot ask the hub for this user's groups (%s); using $%s", exc, GROUPS_ENV)
-    return sorted(g.strip() for g in os.environ.get(GROUPS_ENV, "").split(",") if g.strip())
+            log.warning("Cannot ask the hub for this user's groups (%s); using $%s", exc, USER_GROUPS_ENV)
+    return sorted(g.strip() for g in os.environ.get(USER_GROUPS_ENV, "").split(",") if g.strip())

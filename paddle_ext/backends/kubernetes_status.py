@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 
-from ..manifests import CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, KUBEFLOW_INDEX_LABEL, SPEC_ANNOTATION
-from ..quota.preflight import parse_quota_rejection
-from .base import Job, WorkerState
+from ..constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, GPU_RESOURCE, KUBEFLOW_INDEX_LABEL,
+                         SPEC_ANNOTATION)
+from ..jobs import Job, Phase, Reason, WorkerState
+from ..quota.model import parse_quota_rejection
 
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 
@@ -53,23 +54,23 @@ def _terminated(pod: dict) -> dict | None:
 
 def worker_state(index: int, pod: dict | None, cancelled: bool) -> WorkerState:
     if pod is None:
-        return WorkerState(index, "Cancelled" if cancelled else "Pending", None, "no pod")
+        return WorkerState(index, Phase.CANCELLED if cancelled else Phase.PENDING, None, "no pod")
     phase = (pod.get("status") or {}).get("phase", "Pending")
     terminated = _terminated(pod)
     code = terminated.get("exitCode") if terminated else None
     if phase == "Succeeded":
-        return WorkerState(index, "Succeeded", code if code is not None else 0)
+        return WorkerState(index, Phase.SUCCEEDED, code if code is not None else 0)
     if phase == "Failed":
         reason = (terminated or {}).get("reason") or (pod.get("status") or {}).get("reason") or "Failed"
-        return WorkerState(index, "Failed", code, reason)
+        return WorkerState(index, Phase.FAILED, code, reason)
     if cancelled:
-        return WorkerState(index, "Cancelled", code, "cancelled")
+        return WorkerState(index, Phase.CANCELLED, code, "cancelled")
     if phase == "Running":
-        return WorkerState(index, "Running")
+        return WorkerState(index, Phase.RUNNING)
     waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
     if waiting.get("reason"):
-        return WorkerState(index, "Pending", None, waiting["reason"])
-    return WorkerState(index, "Pending", None, "Unschedulable" if _unschedulable(pod) else "")
+        return WorkerState(index, Phase.PENDING, None, waiting["reason"])
+    return WorkerState(index, Phase.PENDING, None, Reason.UNSCHEDULABLE if _unschedulable(pod) else "")
 
 
 def _unschedulable(pod: dict) -> dict | None:
@@ -105,7 +106,7 @@ def failure(job: dict, workers: dict[int, dict], condition: dict) -> tuple[str, 
     if condition.get("reason") == "DeadlineExceeded":
         deadline = (job.get("spec") or {}).get("activeDeadlineSeconds") or \
             ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
-        return "DeadlineExceeded", f"The job ran longer than its limit of {deadline} seconds and was stopped."
+        return Reason.DEADLINE_EXCEEDED, f"The job ran longer than its limit of {deadline} seconds and was stopped."
     for index, pod in sorted(workers.items()):
         terminated = _terminated(pod)
         if (pod.get("status") or {}).get("phase") != "Failed" or not terminated:
@@ -113,11 +114,11 @@ def failure(job: dict, workers: dict[int, dict], condition: dict) -> tuple[str, 
         if terminated.get("reason") == "OOMKilled":
             containers = _pod_spec(job).get("containers") or [{}]
             memory = ((containers[0].get("resources") or {}).get("limits") or {}).get("memory", "?")
-            return "OOMKilled", (f"Worker {index} ran out of memory (its limit is {memory}) and was killed; "
+            return Reason.OOM_KILLED, (f"Worker {index} ran out of memory (its limit is {memory}) and was killed; "
                                  "ask for more memory per worker.")
         code = terminated.get("exitCode")
         detail = (terminated.get("message") or "").strip()
-        return "WorkerFailed", f"Worker {index} exited with code {code}." + (f" {detail}" if detail else "")
+        return Reason.WORKER_FAILED, f"Worker {index} exited with code {code}." + (f" {detail}" if detail else "")
     return condition.get("reason") or "Failed", condition.get("message") or "The job failed."
 
 
@@ -126,11 +127,11 @@ def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_
     """Why a job is not running yet, if Kubernetes says why."""
     for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True):
         if event.get("reason") == "FailedCreate" and "exceeded quota" in event.get("message", ""):
-            return "QuotaExceeded", parse_quota_rejection(event["message"])
+            return Reason.QUOTA_EXCEEDED, parse_quota_rejection(event["message"], gpu_resource)
     for index, pod in sorted(workers.items()):
         waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in IMAGE_PULL_REASONS:
-            return "ImagePullBackOff", (f"Cannot pull image '{container_image(job)}' for worker {index}: "
+            return Reason.IMAGE_PULL_BACK_OFF, (f"Cannot pull image '{container_image(job)}' for worker {index}: "
                                         f"{waiting.get('message') or waiting['reason']}.")
     for index, pod in sorted(workers.items()):
         condition = _unschedulable(pod)
@@ -143,12 +144,12 @@ def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_
                     parts[-1] += f"; the most free on any node is {max_free_gpus}"
             scheduler = (condition.get("message") or "").strip().rstrip(".")
             message = ". ".join(parts + ([f"Scheduler: {scheduler}"] if scheduler else [])) + "."
-            return "Unschedulable", f"Worker {index} cannot be placed on any node. {message}"
+            return Reason.UNSCHEDULABLE, f"Worker {index} cannot be placed on any node. {message}"
     return None
 
 
 def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend: str = "kubernetes",
-                     max_free_gpus: int | None = None, gpu_resource: str = "nvidia.com/gpu") -> Job:
+                     max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE) -> Job:
     metadata = job["metadata"]
     annotations = metadata.get("annotations") or {}
     try:
@@ -162,28 +163,28 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     conditions = _conditions(job)
     finished = None
     if cancelled:
-        phase, reason, message = "Cancelled", "Cancelled", "The job was cancelled."
+        phase, reason, message = Phase.CANCELLED, Reason.CANCELLED, "The job was cancelled."
         finished = annotations[CANCELLED_ANNOTATION]
     elif "Complete" in conditions or "Succeeded" in conditions:
-        phase, reason = "Succeeded", "Completed"
+        phase, reason = Phase.SUCCEEDED, Reason.COMPLETED
         message = f"All {count} workers finished successfully."
         finished = (job.get("status") or {}).get("completionTime") or \
             (conditions.get("Complete") or conditions.get("Succeeded")).get("lastTransitionTime")
     elif "Failed" in conditions:
-        phase = "Failed"
+        phase = Phase.FAILED
         reason, message = failure(job, workers, conditions["Failed"])
         finished = conditions["Failed"].get("lastTransitionTime")
     elif (job.get("spec") or {}).get("suspend"):
-        phase, reason, message = "Pending", "Queued", "The job is queued, waiting for cluster capacity."
+        phase, reason, message = Phase.PENDING, Reason.QUEUED, "The job is queued, waiting for cluster capacity."
     else:
         why = pending_reason(job, workers, events, max_free_gpus, gpu_resource)
         if why:
-            phase, (reason, message) = "Pending", why
-        elif states and all(s.phase in ("Running", "Succeeded") for s in states) and \
-                any(s.phase == "Running" for s in states):
-            phase, reason, message = "Running", "", ""
+            phase, (reason, message) = Phase.PENDING, why
+        elif states and all(s.phase in (Phase.RUNNING, Phase.SUCCEEDED) for s in states) and \
+                any(s.phase == Phase.RUNNING for s in states):
+            phase, reason, message = Phase.RUNNING, Reason.NONE, ""
         else:
-            phase, reason, message = "Pending", "Starting", "The workers are starting."
+            phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,

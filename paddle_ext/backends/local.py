@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import os
 import shutil
 import socket
@@ -22,19 +21,18 @@ from typing import AsyncIterator
 
 from traitlets import Float, Unicode, default
 
-from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
+from ..constants import JOB_NAME_ENV, QUOTA_FILE_ENV, dataset_env_name, paddlecloud_home
+from ..errors import BackendUnavailable, JobExists, JobNotFound
+from ..jobs import Job, Phase, Reason, WorkerState
 from ..launch import launch_argv
-from ..quota.identity import current_groups, current_user
-from ..quota.model import Effective, check_job, resolve, usage_report
+from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
-from ..spec import JobSpec, NAME_PATTERN
+from ..spec import NAME_PATTERN, JobSpec
+from ..timestamps import now, now_iso
 from . import local_files as files
-from .base import FINISHED_PHASES, Job, JobBackend, WorkerState, prefix_line
+from .base import JobBackend
+from .identity import current_groups, current_user
 from .local_supervisor import stop_group
-
-
-def default_home() -> str:
-    return os.environ.get("PADDLECLOUD_HOME") or os.path.join(os.path.expanduser("~"), ".paddlecloud")
 
 
 def free_port() -> int:
@@ -47,48 +45,48 @@ def worker_state(index: int, exit_info: dict | None, alive: bool, started: bool,
     """One worker's state from what its files say (pure). A worker whose processes are
     still alive is Running, even once its exit code is written: it is still stopping."""
     if alive:
-        return WorkerState(index, "Running")
+        return WorkerState(index, Phase.RUNNING)
     if exit_info is not None:
         code = exit_info["exit_code"]
         if code == 0:
-            return WorkerState(index, "Succeeded", 0)
+            return WorkerState(index, Phase.SUCCEEDED, 0)
         if job_marks.get("cancelled"):
-            return WorkerState(index, "Cancelled", code, "cancelled")
+            return WorkerState(index, Phase.CANCELLED, code, "cancelled")
         failed = job_marks.get("failed")
         if failed and failed["worker"] != index:
-            return WorkerState(index, "Cancelled", code, f"stopped because worker {failed['worker']} failed")
-        return WorkerState(index, "Failed", code, f"exited with code {code}")
+            return WorkerState(index, Phase.CANCELLED, code, f"stopped because worker {failed['worker']} failed")
+        return WorkerState(index, Phase.FAILED, code, f"exited with code {code}")
     if not started:
         if job_marks.get("cancelled") or job_marks.get("failed"):
-            return WorkerState(index, "Cancelled", None, "never started")
-        return WorkerState(index, "Pending")
+            return WorkerState(index, Phase.CANCELLED, None, "never started")
+        return WorkerState(index, Phase.PENDING)
     if job_marks.get("cancelled"):
-        return WorkerState(index, "Cancelled", None, "cancelled")
-    return WorkerState(index, "Failed", None, "stopped unexpectedly without an exit code")
+        return WorkerState(index, Phase.CANCELLED, None, "cancelled")
+    return WorkerState(index, Phase.FAILED, None, "stopped unexpectedly without an exit code")
 
 
-def job_phase(workers: list[WorkerState], marks: dict, max_runtime: int | None) -> tuple[str, str, str]:
+def job_phase(workers: list[WorkerState], marks: dict, max_runtime: int | None) -> tuple[Phase, Reason, str]:
     """(phase, reason, message) of a job from its workers and markers (pure)."""
-    active = any(w.phase in ("Running", "Pending") for w in workers)
+    active = any(w.phase in (Phase.RUNNING, Phase.PENDING) for w in workers)
     if marks.get("cancelled"):
-        return ("Running" if active else "Cancelled"), "Cancelled", "The job was cancelled."
+        return (Phase.RUNNING if active else Phase.CANCELLED), Reason.CANCELLED, "The job was cancelled."
     if marks.get("deadline"):
-        return ("Running" if active else "Failed"), "DeadlineExceeded", (
+        return (Phase.RUNNING if active else Phase.FAILED), Reason.DEADLINE_EXCEEDED, (
             f"The job ran longer than its limit of {max_runtime} seconds and was stopped.")
     failed = marks.get("failed")
     if failed:
         message = f"Worker {failed['worker']} exited with code {failed['exit_code']}."
-        if any(w.phase == "Cancelled" for w in workers):
+        if any(w.phase == Phase.CANCELLED for w in workers):
             message += " The other workers were stopped."
-        return ("Running" if active else "Failed"), "WorkerFailed", message
-    lost = [w for w in workers if w.phase == "Failed" and w.exit_code is None]
+        return (Phase.RUNNING if active else Phase.FAILED), Reason.WORKER_FAILED, message
+    lost = [w for w in workers if w.phase == Phase.FAILED and w.exit_code is None]
     if lost:
-        return "Failed", "WorkerLost", f"Worker {lost[0].index} stopped unexpectedly without an exit code."
-    if all(w.phase == "Succeeded" for w in workers):
-        return "Succeeded", "Completed", f"All {len(workers)} workers finished successfully."
-    if any(w.phase == "Running" for w in workers):
-        return "Running", "", ""
-    return "Pending", "Starting", "The workers are starting."
+        return Phase.FAILED, Reason.WORKER_LOST, f"Worker {lost[0].index} stopped unexpectedly without an exit code."
+    if all(w.phase == Phase.SUCCEEDED for w in workers):
+        return Phase.SUCCEEDED, Reason.COMPLETED, f"All {len(workers)} workers finished successfully."
+    if any(w.phase == Phase.RUNNING for w in workers):
+        return Phase.RUNNING, Reason.NONE, ""
+    return Phase.PENDING, Reason.STARTING, "The workers are starting."
 
 
 class LocalBackend(JobBackend):
@@ -109,11 +107,11 @@ class LocalBackend(JobBackend):
 
     @default("quota_file")
     def _default_quota_file(self):
-        return os.environ.get("PADDLECLOUD_QUOTA_FILE") or os.path.join(self.home, "quotas.json")
+        return os.environ.get(QUOTA_FILE_ENV) or os.path.join(self.home, "quotas.json")
 
     @default("home")
     def _default_home(self):
-        return default_home()
+        return paddlecloud_home()
 
     @default("working_dir")
     def _default_working_dir(self):
@@ -141,11 +139,11 @@ class LocalBackend(JobBackend):
         env = {
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
             "PYTHONUNBUFFERED": "1",
-            "PADDLECLOUD_JOB_NAME": spec.name,
+            JOB_NAME_ENV: spec.name,
         }
         for dataset in self.datasets:
             if dataset["name"] in spec.datasets and dataset.get("path"):
-                env["PADDLECLOUD_DATASET_" + dataset["name"].upper().replace("-", "_")] = dataset["path"]
+                env[dataset_env_name(dataset["name"])] = dataset["path"]
         env.update(spec.env)
         return env
 
@@ -166,7 +164,7 @@ class LocalBackend(JobBackend):
                 raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
             deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
             files.write_json(files.job_file(staging), {
-                "spec": spec.to_dict(), "created": files.now_iso(), "workdir": self.working_dir,
+                "spec": spec.to_dict(), "created": now_iso(), "workdir": self.working_dir,
                 "env": self._job_env(spec), "deadline": deadline,
             })
             try:
@@ -213,7 +211,7 @@ class LocalBackend(JobBackend):
         limits = (await self._effective_quota()).limits
         if limits.empty:
             return
-        check_job(spec, limits, await self.running_usage())
+        check_fits(JobUsage.of_spec(spec), limits, await self.running_usage())
 
     async def _effective_quota(self) -> Effective:
         config = await LocalQuotaStore(self.quota_file).load()
@@ -240,7 +238,7 @@ class LocalBackend(JobBackend):
         ]
         phase, reason, message = job_phase(workers, marks, spec.get("max_runtime_seconds"))
         finished = None
-        if phase in FINISHED_PHASES:
+        if phase.finished:
             times = [e["finished"] for e in exits if e] + [m["at"] for m in marks.values() if m]
             finished = max(times) if times else None
         return Job(
@@ -279,37 +277,26 @@ class LocalBackend(JobBackend):
         self.log.info("Cancelled local job %s", name)
         return self._read(name)
 
-    async def logs(self, name: str, worker: int | None = None, tail: int | None = None,
-                   follow: bool = False) -> AsyncIterator[str]:
-        job = self._read(name)
-        job_dir = self._job_dir(name)
-        if worker is not None and not 0 <= worker < job.workers:
-            raise InvalidRequest(f"Job '{name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
-        indexes = [worker] if worker is not None else list(range(job.workers))
-        prefix = worker is None and job.workers > 1
-        readers = {i: LogReader(files.log_path(job_dir, i)) for i in indexes}
-        for i, reader in readers.items():
-            for line in reader.initial_lines(tail, final=not follow):
-                yield prefix_line(i, line, job.workers) if prefix else line
+    async def worker_log(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
+        reader = LogReader(files.log_path(self._job_dir(job.name), index))
+        for line in reader.initial_lines(tail, final=not follow):
+            yield line
         while follow:
-            finished = self._read(name).done
-            got_any = False
-            for i, reader in readers.items():
-                for line in reader.new_lines(final=finished):
-                    got_any = True
-                    yield prefix_line(i, line, job.workers) if prefix else line
-            if finished and not got_any:
+            lines = reader.new_lines(final=False)
+            for line in lines:
+                yield line
+            if lines:
+                continue
+            if self._read(job.name).done:  # every process has exited: what is in the file is all
+                for line in reader.new_lines(final=True):
+                    yield line
                 return
-            if not got_any:
-                await asyncio.sleep(self.poll_interval)
+            await asyncio.sleep(self.poll_interval)
 
-    async def quota(self) -> dict:
-        """The user's effective limits (unset = unlimited), what their running jobs use,
-        where each limit comes from, and GPU-hours of the last 7 and 30 days."""
-        effective = await self._effective_quota()
-        report = usage_report(await self.list(), datetime.datetime.now(datetime.timezone.utc))
-        return {"limits": effective.limits.set_fields(), **report, "sources": dict(effective.sources),
-                "user": self.user or current_user()}
+    async def quota(self) -> QuotaReport:
+        """The user's effective limits (unset = unlimited), where each comes from, what their
+        running jobs use, and GPU-hours of the last 7 and 30 days."""
+        return report(self.user or current_user(), await self._effective_quota(), await self.list(), now())
 
 
 class LogReader:

@@ -12,14 +12,11 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import tempfile
 
-
-def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+from ..timestamps import now_iso
 
 
 def job_file(job_dir: str) -> str:

@@ -26,21 +26,17 @@ import os
 import tempfile
 from typing import Any, Mapping
 
+from ..constants import MANAGED_BY, QUOTA_CONFIGMAP, QUOTA_FILE_ENV, paddlecloud_home
 from ..errors import BackendUnavailable
+from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable, api_path
 from .model import QuotaConfig, QuotaInputError, apply_update
 
-CONFIGMAP_NAME = "paddlecloud-quotas"
 CONFIGMAP_KEY = "quotas.json"
-QUOTA_FILE_ENV = "PADDLECLOUD_QUOTA_FILE"
 
 
 def default_quota_file() -> str:
     """$PADDLECLOUD_QUOTA_FILE, else quotas.json in $PADDLECLOUD_HOME (default ~/.paddlecloud)."""
-    explicit = os.environ.get(QUOTA_FILE_ENV)
-    if explicit:
-        return explicit
-    home = os.environ.get("PADDLECLOUD_HOME") or os.path.join(os.path.expanduser("~"), ".paddlecloud")
-    return os.path.join(home, "quotas.json")
+    return os.environ.get(QUOTA_FILE_ENV) or os.path.join(paddlecloud_home(), "quotas.json")
 
 
 def _parse_document(text: str, where: str) -> QuotaConfig:
@@ -124,67 +120,51 @@ class LocalQuotaStore:
 class KubernetesQuotaStore:
     """Quota settings in a ConfigMap, updated with optimistic concurrency."""
 
-    def __init__(self, api_client, namespace: str, name: str = CONFIGMAP_NAME, retries: int = 8):
-        self.api_client = api_client
+    def __init__(self, api: KubeApi, namespace: str, name: str = QUOTA_CONFIGMAP, retries: int = 8):
+        self.api = api
         self.namespace = namespace
         self.name = name
         self.retries = retries
 
-    def _core(self):
-        from kubernetes_asyncio import client
-
-        return client.CoreV1Api(self.api_client)
+    @property
+    def where(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name}"
 
     async def _read(self) -> tuple[QuotaConfig, dict | None]:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
         try:
-            configmap = await self._core().read_namespaced_config_map(self.name, self.namespace)
-        except ApiException as exc:
+            configmap = await self.api.get(api_path("v1", "configmaps", self.namespace, self.name))
+        except KubeApiError as exc:
             if exc.status == 404:
                 return QuotaConfig(), None
-            raise _unavailable(exc, f"read ConfigMap {self.namespace}/{self.name}") from exc
-        text = (configmap.data or {}).get(CONFIGMAP_KEY) or "{}"
-        return _parse_document(text, f"ConfigMap {self.namespace}/{self.name}"), configmap
+            raise BackendUnavailable(exc.describe(f"read {self.where}")) from exc
+        except KubeUnreachable as exc:
+            raise BackendUnavailable(str(exc)) from exc
+        text = (configmap.get("data") or {}).get(CONFIGMAP_KEY) or "{}"
+        return _parse_document(text, self.where), configmap
 
     async def load(self) -> QuotaConfig:
         return (await self._read())[0]
 
     async def update(self, kind: str, name: str | None, patch: Mapping[str, Any]) -> QuotaConfig:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        core = self._core()
         for _attempt in range(self.retries):
             current, configmap = await self._read()
             config = apply_update(current, kind, name, patch)  # QuotaConflict for a stale revision
-            data = {CONFIGMAP_KEY: json.dumps(config.to_dict(), indent=1, sort_keys=True)}
+            metadata = {"name": self.name, "namespace": self.namespace, "labels": dict(MANAGED_BY)}
+            if configmap is not None:
+                metadata["resourceVersion"] = configmap["metadata"]["resourceVersion"]
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+                    "data": {CONFIGMAP_KEY: json.dumps(config.to_dict(), indent=1, sort_keys=True)}}
             try:
                 if configmap is None:
-                    await core.create_namespaced_config_map(self.namespace, {
-                        "apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": self.name, "namespace": self.namespace,
-                                     "labels": {"app.kubernetes.io/managed-by": "paddlecloud"}},
-                        "data": data})
+                    await self.api.create(api_path("v1", "configmaps", self.namespace), body)
                 else:
-                    body = {"apiVersion": "v1", "kind": "ConfigMap",
-                            "metadata": {"name": self.name, "namespace": self.namespace,
-                                         "labels": configmap.metadata.labels,
-                                         "resourceVersion": configmap.metadata.resource_version},
-                            "data": data}
-                    await core.replace_namespaced_config_map(self.name, self.namespace, body)
+                    await self.api.replace(api_path("v1", "configmaps", self.namespace, self.name), body)
                 return config
-            except ApiException as exc:
+            except KubeApiError as exc:
                 if exc.status == 409:
                     continue  # someone else wrote first: re-read and re-apply
-                raise _unavailable(exc, f"write ConfigMap {self.namespace}/{self.name}") from exc
+                raise BackendUnavailable(exc.describe(f"write {self.where}")) from exc
+            except KubeUnreachable as exc:
+                raise BackendUnavailable(str(exc)) from exc
         raise BackendUnavailable(
-            f"Could not save the quota after {self.retries} tries: ConfigMap {self.namespace}/{self.name} "
-            "keeps changing; try again.")
-
-
-def _unavailable(exc, action: str) -> BackendUnavailable:
-    try:
-        message = json.loads(exc.body).get("message") or exc.reason
-    except (TypeError, ValueError, AttributeError):
-        message = exc.reason
-    return BackendUnavailable(f"Kubernetes could not {action} (HTTP {exc.status}): {message}")
+            f"Could not save the quota after {self.retries} tries: {self.where} keeps changing; try again.")

@@ -1,7 +1,7 @@
-"""REST handlers under /paddle/api (see DESIGN.md, "REST").
+"""REST handlers under /paddle/api (the README's "REST API" section lists them).
 
 Every handler needs an authenticated user allowed to use this server
-(`@authorized`); errors are JSON {"error", "message"} from one place, `write_error`.
+(`@authorized`); errors are JSON {"error", "message"} from one place (JsonErrorsMixin).
 """
 
 from __future__ import annotations
@@ -15,44 +15,21 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..backends.base import JobBackend
-from ..errors import InvalidRequest, PaddleCloudError, SpecError
+from ..backends.base import JobBackend, check_worker
+from ..errors import InvalidRequest, SpecError
+from ..json_errors import JsonErrorsMixin
 from ..spec import JobSpec
 
 AUTH_RESOURCE = "paddle"
 HEARTBEAT_SECONDS = 15.0
 
 
-class PaddleHandler(ExtensionHandlerMixin, APIHandler):
+class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
 
     @property
     def backend(self) -> JobBackend:
         return self.settings["paddle_backend"]
-
-    def write_error(self, status_code: int, **kwargs):
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        self.set_header("Content-Type", "application/json")
-        if isinstance(exc, PaddleCloudError):
-            body = exc.to_dict()
-        elif isinstance(exc, web.HTTPError):
-            body = {"error": {403: "forbidden", 404: "not_found"}.get(status_code, "http_error"),
-                    "message": exc.log_message or self._reason}
-        else:
-            body = {"error": "internal", "message": "The server hit an unexpected error; see the server log."}
-        self.finish(json.dumps(body))
-
-    def _handle_request_exception(self, e):
-        if isinstance(e, PaddleCloudError):
-            self.log.info("%s %s: %s", self.request.method, self.request.path, e.message)
-            self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
-            return
-        super()._handle_request_exception(e)
-
-    def write_json(self, data, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(data))
 
     def int_argument(self, name: str) -> int | None:
         value = self.get_argument(name, None)
@@ -108,9 +85,7 @@ class LogsHandler(PaddleHandler):
         worker = self.int_argument("worker")
         tail = self.int_argument("tail")
         follow = self.get_argument("follow", "0").lower() in ("1", "true", "yes")
-        job = await self.backend.get(name)  # 404 before any streaming starts
-        if worker is not None and worker >= job.workers:
-            raise InvalidRequest(f"Job '{name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
+        check_worker(await self.backend.get(name), worker)  # 404 and 400 before any streaming starts
         lines = self.backend.logs(name, worker=worker, tail=tail, follow=follow)
         if follow:
             await self._stream(name, lines)
@@ -142,7 +117,7 @@ class LogsHandler(PaddleHandler):
                 self.write(f"data: {line}\n\n")
                 await self.flush()
             job = await self.backend.get(name)
-            end = {"phase": job.phase, "reason": job.reason, "message": job.message}
+            end = {"phase": str(job.phase), "reason": str(job.reason), "message": job.message}
             self.write(f"event: end\ndata: {json.dumps(end)}\n\n")
             self.finish(set_content_type="text/event-stream")
         except StreamClosedError:
@@ -157,14 +132,14 @@ class OptionsHandler(PaddleHandler):
     @web.authenticated
     @authorized
     async def get(self):
-        self.write_json(self.backend.options())
+        self.write_json(self.backend.options().to_dict())
 
 
 class QuotaHandler(PaddleHandler):
     @web.authenticated
     @authorized
     async def get(self):
-        self.write_json(await self.backend.quota())
+        self.write_json((await self.backend.quota()).to_dict())
 
 
 _NAME = r"(?P<name>[^/]+)"

@@ -9,8 +9,11 @@ import ipywidgets as widgets
 
 from ..client import JobClient
 from ..errors import PaddleCloudError, SpecError
+from ..quota.model import WORDS, QuotaReport
 from ..spec import JobSpec
 from .monitor import JobMonitor
+
+LOCAL_IMAGE_CHOICE = "this Python environment"  # jobs of the local backend run here, not in an image
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -34,38 +37,54 @@ def parse_command(text: str) -> list[str]:
         raise SpecError({"command": f"cannot be split into arguments ({exc})"}) from exc
 
 
+def quota_line(quota: QuotaReport) -> str:
+    """'GPUs: 2 used of 4; CPU: 2 used; ...' for the limited resources and running jobs."""
+    limits = quota.limits.set_fields()
+    parts = []
+    for field in ("gpus", "cpu", "memory", "running_jobs"):
+        limit = limits.get(field)
+        parts.append(f"{WORDS[field]}: {quota.used.get(field, 0)} used" + ("" if limit is None else f" of {limit}"))
+    return "; ".join(parts)
+
+
 class JobLauncher(widgets.VBox):
-    """Pick workers, GPUs, CPU, memory, image, datasets, command and env, then Launch."""
+    """Pick workers, GPUs, CPU, memory, image, datasets, command and env, then Launch.
+
+    Keyword arguments named like JobSpec fields (workers=2, command=[...], ...) preset the form."""
+
+    PRESETS = ("name", "workers", "gpus_per_worker", "cpu", "memory", "image", "datasets", "command", "env")
 
     def __init__(self, client: JobClient | None = None, **kwargs):
+        presets = {key: kwargs.pop(key) for key in self.PRESETS if key in kwargs}
         self.client = client or JobClient()
-        self.options = self.client.options()
+        self.options = options = self.client.options()
         self.monitor: JobMonitor | None = None
-        bounds, defaults = self.options["bounds"], self.options["defaults"]
+        defaults = {**options.defaults(), **presets}
         style = {"description_width": "120px"}
 
-        self.name = widgets.Text(description="Name", placeholder="generated if empty", style=style)
+        self.name = widgets.Text(description="Name", value=defaults.get("name") or "",
+                                 placeholder="generated if empty", style=style)
         self.workers = widgets.BoundedIntText(
-            description="Workers", value=defaults["workers"], min=bounds["workers"]["min"],
-            max=bounds["workers"]["max"], style=style)
+            description="Workers", value=defaults["workers"], min=1, max=options.max_workers, style=style)
         self.gpus = widgets.BoundedIntText(
             description="GPUs per worker", value=defaults["gpus_per_worker"],
-            min=0, max=bounds["gpus_per_worker"]["max"], style=style,
-            disabled=bounds["gpus_per_worker"]["max"] == 0)
+            min=0, max=options.max_gpus_per_worker, style=style, disabled=options.max_gpus_per_worker == 0)
         self.cpu = widgets.Text(description="CPU per worker", value=defaults["cpu"], style=style)
         self.memory = widgets.Text(description="Memory", value=defaults["memory"], style=style)
-        images = [image["name"] for image in self.options["images"]]
+        images = [image.name for image in options.images]
         # Without an image list (the local backend) jobs use this Python environment.
-        self.image = widgets.Dropdown(description="Image", options=images or ["this Python environment"],
-                                      value=defaults["image"] if images else "this Python environment",
+        self.image = widgets.Dropdown(description="Image", options=images or [LOCAL_IMAGE_CHOICE],
+                                      value=defaults["image"] if images else LOCAL_IMAGE_CHOICE,
                                       style=style, disabled=not images)
         self._has_images = bool(images)
-        datasets = [d["name"] for d in self.options["datasets"]]
+        datasets = [dataset.name for dataset in options.datasets]
         self.datasets = widgets.SelectMultiple(description="Datasets", options=datasets, style=style,
+                                               value=tuple(defaults.get("datasets") or ()),
                                                disabled=not datasets, rows=min(max(len(datasets), 1), 5))
         self.command = widgets.Text(description="Command", value=shlex.join(defaults["command"]),
                                     style=style, layout=widgets.Layout(width="560px"))
         self.env = widgets.Textarea(description="Environment", placeholder="KEY=VALUE, one per line",
+                                    value="\n".join(f"{k}={v}" for k, v in (defaults.get("env") or {}).items()),
                                     style=style, layout=widgets.Layout(width="560px", height="60px"))
         self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="rocket")
         self.message = widgets.HTML()
@@ -100,13 +119,7 @@ class JobLauncher(widgets.VBox):
             quota = self.client.quota()
         except PaddleCloudError:
             return
-        limits, used = quota.get("limits", {}), quota.get("used", {})
-        parts = []
-        for key, label in (("gpus", "GPUs"), ("cpu", "CPU"), ("memory", "memory"), ("running_jobs", "running jobs")):
-            if key in limits or key in used:
-                limit = limits.get(key)
-                parts.append(f"{label}: {used.get(key, 0)} used" + ("" if limit is None else f" of {limit}"))
-        self.quota_view.value = f'<small class="paddle-quota">Quota &mdash; {"; ".join(parts)}</small>' if parts else ""
+        self.quota_view.value = f'<small class="paddle-quota">Quota &mdash; {html.escape(quota_line(quota))}</small>'
 
     def launch(self):
         """Submit the form's job and show its monitor; returns the Job."""

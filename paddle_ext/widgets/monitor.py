@@ -11,12 +11,13 @@ import ipywidgets as widgets
 
 from ..client import JobClient
 from ..errors import PaddleCloudError
+from ..jobs import Phase
 
 ALL_WORKERS = -1  # the filter's "All workers" choice (a Dropdown shows nothing for None)
 
 PHASE_COLORS = {
-    "Pending": "#b26a00", "Running": "#1565c0", "Succeeded": "#2e7d32",
-    "Failed": "#c62828", "Cancelled": "#616161",
+    Phase.PENDING: "#b26a00", Phase.RUNNING: "#1565c0", Phase.SUCCEEDED: "#2e7d32",
+    Phase.FAILED: "#c62828", Phase.CANCELLED: "#616161",
 }
 
 

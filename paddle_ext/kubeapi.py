@@ -1,0 +1,392 @@
+"""A small async client for the Kubernetes REST API: JSON in and out, and streams.
+
+Everything of ours that talks to Kubernetes (the job backend, the quota store and the
+quota sync) goes through `KubeApi`, so there is one way to find credentials, one way to
+read errors, and no 2-second import of a generated client before the first request.
+
+Credentials: inside a pod, the pod's service account; elsewhere a kubeconfig ($KUBECONFIG
+or ~/.kube/config, several files joined with ':'), with client certificates, tokens,
+token files, basic auth or an exec plugin (as kubectl supports them).
+
+Errors are neutral (`KubeApiError` with the HTTP status and the API server's message,
+`KubeUnreachable`); callers decide what they mean for users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+from typing import Any, AsyncIterator, Mapping
+from urllib.parse import quote
+
+import yaml
+
+from .constants import in_cluster, service_account_dir
+from .timestamps import now, parse_time
+
+REQUEST_TIMEOUT_SECONDS = 30.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class KubeApiError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, message: str, reason: str = ""):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+        self.reason = reason  # the Status object's reason: NotFound, AlreadyExists, Forbidden, ...
+
+    def describe(self, action: str) -> str:
+        return f"Kubernetes could not {action} (HTTP {self.status}): {self.message}"
+
+
+class KubeUnreachable(Exception):
+    """The API server could not be reached (connection refused, TLS failure, timeout)."""
+
+
+class KubeConfigError(Exception):
+    """No usable credentials: the kubeconfig is missing, unreadable or unsupported."""
+
+
+# ---------------------------------------------------------------- paths
+
+
+def api_path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+    """The REST path of a collection or an object: api_path("batch/v1", "jobs", "ns", "x")."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    parts = [base]
+    if namespace is not None:
+        parts.append(f"namespaces/{quote(namespace, safe='')}")
+    parts.append(plural)
+    if name is not None:
+        parts.append(quote(name, safe=""))
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+# ---------------------------------------------------------------- credentials
+
+
+@dataclasses.dataclass
+class Credentials:
+    server: str
+    namespace: str | None = None
+    ca_file: str | None = None
+    ca_data: bytes | None = None
+    insecure: bool = False
+    tls_server_name: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    cert_data: bytes | None = None
+    key_data: bytes | None = None
+    token: str | None = None
+    token_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    exec_config: dict | None = None
+
+
+def in_cluster_credentials() -> Credentials:
+    host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if ":" in host:
+        host = f"[{host}]"
+    folder = service_account_dir()
+    namespace = None
+    with contextlib.suppress(OSError):
+        with open(os.path.join(folder, "namespace"), encoding="utf-8") as f:
+            namespace = f.read().strip() or None
+    return Credentials(server=f"https://{host}:{port}", namespace=namespace,
+                       ca_file=os.path.join(folder, "ca.crt"), token_file=os.path.join(folder, "token"))
+
+
+def default_kubeconfig() -> str:
+    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+
+
+def _load_documents(paths: str) -> list[tuple[str, dict]]:
+    documents = []
+    for path in filter(None, paths.split(os.pathsep)):
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f) or {}
+        except FileNotFoundError:
+            continue
+        except (OSError, yaml.YAMLError) as exc:
+            raise KubeConfigError(f"Cannot read the kubeconfig {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise KubeConfigError(f"The kubeconfig {path} is not a kubeconfig document.")
+        documents.append((os.path.dirname(os.path.abspath(path)), data))
+    if not documents:
+        raise KubeConfigError(f"No kubeconfig found at {paths}; set KUBECONFIG or pass --kubeconfig.")
+    return documents
+
+
+def _named(documents: list[tuple[str, dict]], section: str, name: str) -> tuple[str, dict]:
+    """The first entry called `name` in `section` (kubectl's merge rule: first file wins)."""
+    for folder, data in documents:
+        for entry in data.get(section) or []:
+            if entry.get("name") == name:
+                key = section[:-1]  # clusters -> cluster
+                return folder, entry.get(key) or {}
+    raise KubeConfigError(f"The kubeconfig has no {section[:-1]} named '{name}'.")
+
+
+def _relative(folder: str, path: str | None) -> str | None:
+    return None if not path else path if os.path.isabs(path) else os.path.join(folder, path)
+
+
+def _b64(text: str | None) -> bytes | None:
+    return base64.b64decode(text) if text else None
+
+
+def kubeconfig_credentials(paths: str | None = None, context: str | None = None) -> Credentials:
+    """Credentials of the kubeconfig's current (or the named) context."""
+    documents = _load_documents(paths or default_kubeconfig())
+    if not context:
+        context = next((data.get("current-context") for _, data in documents if data.get("current-context")), None)
+    if not context:
+        raise KubeConfigError("The kubeconfig sets no current context; pass one explicitly.")
+    _, ctx = _named(documents, "contexts", context)
+    cluster_folder, cluster = _named(documents, "clusters", ctx.get("cluster", ""))
+    user_folder, user = _named(documents, "users", ctx.get("user", "")) if ctx.get("user") else ("", {})
+    if user.get("auth-provider"):
+        raise KubeConfigError("The kubeconfig's user uses an auth-provider, which is not supported; "
+                              "use an exec credential plugin (as current cloud CLIs do).")
+    if not cluster.get("server"):
+        raise KubeConfigError(f"The kubeconfig's cluster for context '{context}' has no server.")
+    return Credentials(
+        server=cluster["server"].rstrip("/"),
+        namespace=ctx.get("namespace"),
+        ca_file=_relative(cluster_folder, cluster.get("certificate-authority")),
+        ca_data=_b64(cluster.get("certificate-authority-data")),
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        tls_server_name=cluster.get("tls-server-name"),
+        cert_file=_relative(user_folder, user.get("client-certificate")),
+        key_file=_relative(user_folder, user.get("client-key")),
+        cert_data=_b64(user.get("client-certificate-data")),
+        key_data=_b64(user.get("client-key-data")),
+        token=user.get("token"),
+        token_file=_relative(user_folder, user.get("tokenFile")),
+        username=user.get("username"),
+        password=user.get("password"),
+        exec_config=user.get("exec"),
+    )
+
+
+def find_credentials(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
+    """The pod's service account inside a cluster (unless a kubeconfig is named), else the kubeconfig."""
+    if in_cluster() and not kubeconfig:
+        return in_cluster_credentials()
+    return kubeconfig_credentials(kubeconfig, context)
+
+
+def _load_pem_pair(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl can only load a client certificate from files: write them privately, load, remove."""
+    with tempfile.TemporaryDirectory(prefix="paddlecloud-tls-") as folder:
+        cert_path, key_path = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+        for path, data in ((cert_path, cert), (key_path, key)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        context.load_cert_chain(cert_path, key_path)
+
+
+def ssl_context(credentials: Credentials, exec_cert: tuple[bytes, bytes] | None = None) -> ssl.SSLContext | bool:
+    if not credentials.server.startswith("https://"):
+        return False
+    context = ssl.create_default_context(
+        cafile=credentials.ca_file, cadata=credentials.ca_data.decode() if credentials.ca_data else None)
+    if credentials.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    try:
+        if credentials.cert_file and credentials.key_file:
+            context.load_cert_chain(credentials.cert_file, credentials.key_file)
+        elif credentials.cert_data and credentials.key_data:
+            _load_pem_pair(context, credentials.cert_data, credentials.key_data)
+        elif exec_cert:
+            _load_pem_pair(context, *exec_cert)
+    except (OSError, ssl.SSLError) as exc:
+        raise KubeConfigError(f"Cannot load the kubeconfig's client certificate: {exc}") from exc
+    return context
+
+
+@dataclasses.dataclass
+class ExecResult:
+    token: str | None
+    cert: tuple[bytes, bytes] | None
+    expires: datetime.datetime | None
+
+
+def run_exec_plugin(config: Mapping[str, Any]) -> ExecResult:
+    """Run a kubeconfig exec credential plugin and read its ExecCredential."""
+    env = {**os.environ, **{item["name"]: item["value"] for item in config.get("env") or []}}
+    env["KUBERNETES_EXEC_INFO"] = json.dumps({
+        "apiVersion": config.get("apiVersion", "client.authentication.k8s.io/v1"),
+        "kind": "ExecCredential", "spec": {"interactive": False}})
+    command = [config["command"], *(config.get("args") or [])]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KubeConfigError(f"The kubeconfig's credential plugin {config['command']} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise KubeConfigError(f"The kubeconfig's credential plugin {config['command']} exited with "
+                              f"{done.returncode}: {done.stderr.strip()[:300]}")
+    try:
+        status = json.loads(done.stdout).get("status") or {}
+    except ValueError as exc:
+        raise KubeConfigError(f"The credential plugin {config['command']} printed no ExecCredential.") from exc
+    cert = None
+    if status.get("clientCertificateData") and status.get("clientKeyData"):
+        cert = (status["clientCertificateData"].encode(), status["clientKeyData"].encode())
+    return ExecResult(status.get("token"), cert, parse_time(status.get("expirationTimestamp")))
+
+
+# ---------------------------------------------------------------- the client
+
+
+class KubeApi:
+    """JSON requests and line streams against one API server with one identity."""
+
+    def __init__(self, credentials: Credentials):
+        self.credentials = credentials
+        self._session = None
+        self._exec: ExecResult | None = None
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
+        return cls(find_credentials(kubeconfig, context))
+
+    @property
+    def namespace(self) -> str | None:
+        return self.credentials.namespace
+
+    async def _exec_credential(self) -> ExecResult | None:
+        config = self.credentials.exec_config
+        if not config:
+            return None
+        if self._exec is None or (self._exec.expires is not None and
+                                  self._exec.expires - now() < datetime.timedelta(seconds=30)):
+            self._exec = await asyncio.to_thread(run_exec_plugin, config)
+        return self._exec
+
+    async def session(self):
+        import aiohttp
+
+        if self._session is None or self._session.closed:
+            exec_result = await self._exec_credential()
+            context = await asyncio.to_thread(ssl_context, self.credentials, exec_result.cert if exec_result else None)
+            connector = aiohttp.TCPConnector(ssl=context, limit=64)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        creds = self.credentials
+        token = creds.token
+        if creds.token_file:
+            # Projected service-account tokens rotate: read the file every time (it is tiny).
+            with open(creds.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        exec_result = await self._exec_credential()
+        if exec_result and exec_result.token:
+            token = exec_result.token
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        elif creds.username is not None:
+            raw = f"{creds.username}:{creds.password or ''}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+        return headers
+
+    @contextlib.asynccontextmanager
+    async def _response(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                        content_type: str | None, timeout: float | None):
+        import aiohttp
+
+        session = await self.session()
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None and content_type is None:
+            content_type = "application/json"
+        query = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (params or {}).items()
+                 if v is not None}
+        client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
+        extra = {"server_hostname": self.credentials.tls_server_name} if self.credentials.tls_server_name else {}
+        try:
+            async with session.request(method, self.credentials.server + path, params=query, data=data,
+                                       headers=await self._headers(content_type), timeout=client_timeout,
+                                       **extra) as resp:
+                if resp.status >= 400:
+                    raise await _error(resp)
+                yield resp
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, OSError) as exc:
+            raise KubeUnreachable(f"Cannot reach the Kubernetes API server at {self.credentials.server}: "
+                                  f"{exc or type(exc).__name__}") from exc
+
+    async def request(self, method: str, path: str, params: Mapping[str, Any] | None = None,
+                      body: Any = None, content_type: str | None = None) -> dict:
+        async with self._response(method, path, params, body, content_type, REQUEST_TIMEOUT_SECONDS) as resp:
+            raw = await resp.read()
+        return json.loads(raw) if raw else {}
+
+    async def get(self, path: str, **params: Any) -> dict:
+        return await self.request("GET", path, params)
+
+    async def create(self, path: str, body: dict) -> dict:
+        return await self.request("POST", path, body=body)
+
+    async def replace(self, path: str, body: dict) -> dict:
+        return await self.request("PUT", path, body=body)
+
+    async def patch(self, path: str, body: dict) -> dict:
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def delete(self, path: str, **params: Any) -> dict:
+        return await self.request("DELETE", path, params)
+
+    async def stream(self, path: str, params: Mapping[str, Any] | None = None,
+                     chunk_size: int = 1 << 16) -> AsyncIterator[bytes]:
+        """The response body in chunks as they arrive (e.g. a followed pod log)."""
+        async with self._response("GET", path, params, None, None, None) as resp:
+            async for chunk in resp.content.iter_any():
+                yield chunk
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def _error(resp) -> KubeApiError:
+    text = (await resp.read()).decode("utf-8", errors="replace")
+    try:
+        status = json.loads(text)
+        return KubeApiError(resp.status, status.get("message") or resp.reason or text, status.get("reason") or "")
+    except ValueError:
+        return KubeApiError(resp.status, text.strip() or (resp.reason or ""), "")
+
+
+async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Whole lines (without the newline) from a stream of chunks; a last unterminated line too."""
+    partial = b""
+    async for chunk in chunks:
+        data = partial + chunk
+        lines = data.split(b"\n")
+        partial = lines.pop()
+        for line in lines:
+            yield line
+    if partial:
+        yield partial
