@@ -36,7 +36,7 @@ browser-deps:
 
 demo: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH \
-	  $(VPY) -m paddle_ext.demo --port $(PORT)
+	  $(VPY) -m paddle_ext.hub.demo --port $(PORT)
 
 include tools/k8s/k8s.mk
 include benchmarks/bench.mk

@@ -1,7 +1,7 @@
 """JupyterHub config for PaddleCloud Hub on Kubernetes.
 
 Settings come from a values file ($PADDLECLOUD_VALUES, YAML) and PADDLECLOUD_<SETTING>
-environment variables (see paddle_ext.kubehub.HubSettings), so the Helm chart drives
+environment variables (see paddle_ext.hub.settings.HubSettings), so the Helm chart drives
 this file without editing it. Each user gets:
 
 - a namespace of their own (template `user_namespace_template`), labelled for Pod
@@ -27,9 +27,10 @@ import os
 import sys
 
 from paddle_ext import tenancy
-from paddle_ext.kubehub import HubSettings, PaddleCloudSpawner, notebook_datasets, notebook_environment, profile_list
-from paddle_ext.quota.hubconfig import configure_quota_service
-from paddle_ext.quota.kube import spawner_quota_sync
+from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
+                                  USER_LABEL)
+from paddle_ext.hub.quota_config import configure_quota_service
+from paddle_ext.hub.settings import HubSettings, notebook_datasets, notebook_environment, profile_list
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 settings = HubSettings.load()
@@ -60,17 +61,15 @@ c.Authenticator.admin_users = {name.strip() for name in env("PADDLECLOUD_ADMIN_U
 c.Authenticator.allow_all = True
 
 # --- Spawner: per-user namespaces, profiles, storage --------------------------------
-c.JupyterHub.spawner_class = PaddleCloudSpawner
+c.JupyterHub.spawner_class = "paddle_ext.hub.spawner.PaddleCloudSpawner"
 c.PaddleCloudSpawner.paddlecloud_settings = settings
-# Each spawn writes the user's ResourceQuota from the quota model (ConfigMap in the hub namespace).
-c.PaddleCloudSpawner.quota_sync = spawner_quota_sync(hub_namespace=settings.hub_namespace,
-                                                     initial_default=settings.default_quota)
+# Each spawn writes the user's ResourceQuota from the quota settings (ConfigMap in the hub namespace).
+c.PaddleCloudSpawner.sync_quota = True
 c.KubeSpawner.namespace = settings.hub_namespace
 c.KubeSpawner.enable_user_namespaces = True
 c.KubeSpawner.user_namespace_template = settings.user_namespace_template
-c.KubeSpawner.user_namespace_labels = {**tenancy.MANAGED_BY, **tenancy.pod_security_labels(),
-                                       "paddlecloud.io/user": "{username}"}
-c.KubeSpawner.service_account = tenancy.NOTEBOOK_SERVICE_ACCOUNT
+c.KubeSpawner.user_namespace_labels = {**MANAGED_BY, **tenancy.pod_security_labels(), USER_LABEL: "{username}"}
+c.KubeSpawner.service_account = NOTEBOOK_SERVICE_ACCOUNT
 c.KubeSpawner.automount_service_account_token = True
 c.KubeSpawner.profile_list = profile_list(settings)
 c.KubeSpawner.image = settings.cpu_image
@@ -116,6 +115,6 @@ c.JupyterHub.load_roles = [
 configure_quota_service(
     c, port=settings.quota_service_port, host=settings.quota_service_host,
     listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
-    environment={"PADDLECLOUD_QUOTA_STORE": "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
-                 "PADDLECLOUD_NAMESPACE_TEMPLATE": settings.user_namespace_template},
+    environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
+                 NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template},
     admin_users=c.Authenticator.admin_users)

@@ -1,13 +1,13 @@
 """JupyterHub config for the quota service, shared by hub_config/local_config.py and
 hub_config/jupyterhub_config.py:
 
-    from paddle_ext.quota.hubconfig import configure_quota_service
+    from paddle_ext.hub.quota_config import configure_quota_service
     configure_quota_service(c, port=10101)                          # local: 127.0.0.1
     configure_quota_service(c, port=10101, host="hub", listen_ip="0.0.0.0",  # Kubernetes
                             environment={"PADDLECLOUD_QUOTA_STORE": "kubernetes"})
 
 It adds to the hub's config (keeping what is there):
-- the managed service `quota` at /services/quota/ (`python -m paddle_ext.quota.service`),
+- the managed service `quota` at /services/quota/ (`python -m paddle_ext.hub.quota_service`),
   OAuth without a consent page, listed in the hub's Services menu;
 - the custom scope `custom:paddlecloud-quota:admin` (may change quotas without being
   a hub admin) and a role granting it to `admin_users` / `admin_groups`;
@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Iterable, Mapping
 
-from .service import ADMIN_SCOPE
+from .quota_service import ADMIN_SCOPE
 
 SERVICE_NAME = "quota"
 SERVICE_ROLE = "paddlecloud-quota-service"
@@ -44,7 +44,7 @@ def quota_service(port: int, name: str = SERVICE_NAME, host: str = "127.0.0.1",
     return {
         "name": name,
         "url": f"http://{host}:{port}",
-        "command": [python or sys.executable, "-m", "paddle_ext.quota.service", *listen, *args],
+        "command": [python or sys.executable, "-m", "paddle_ext.hub.quota_service", *listen, *args],
         "environment": env,
         "oauth_no_confirm": True,
         "oauth_client_allowed_scopes": [ADMIN_SCOPE],

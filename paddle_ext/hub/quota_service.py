@@ -1,6 +1,6 @@
 """The quota service: a JupyterHub-managed service at /services/quota/.
 
-    python -m paddle_ext.quota.service        (JupyterHub starts it; see hubconfig.py)
+    python -m paddle_ext.hub.quota_service    (JupyterHub starts it; see quota_config.py)
 
 Routes (under the service prefix):
 
@@ -17,7 +17,10 @@ is 409 and nothing is written. Errors: {"error": code, "message": one sentence,
 "fields": {...}} with 400, 401, 403, 409.
 
 Auth: the hub's OAuth cookie (browsers) or `Authorization: token <hub API token>`.
-Writers: hub admins, or holders of the custom scope `custom:paddlecloud-quota:admin`.
+Scopes, declared per handler method (`@require_scope`) as in JupyterHub's custom-scopes
+example: everyone with access to the service reads their own quota; writes and
+everyone's quotas need the custom scope `custom:paddlecloud-quota:admin`, which hub
+admins hold implicitly.
 The service asks the hub about users and groups with its own token (role with
 list:users, read:users, list:groups, read:groups).
 
@@ -29,7 +32,7 @@ users' ResourceQuotas (users whose namespace does not exist yet get theirs at sp
 from __future__ import annotations
 
 import asyncio
-import datetime
+import functools
 import json
 import logging
 import os
@@ -45,25 +48,25 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Enum, Integer, Unicode, default
 from traitlets.config import Application
 
+from ..constants import (GPU_RESOURCE, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
+                         USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import BackendUnavailable, Forbidden, PaddleCloudError
-from .model import FIELDS, QuotaConfig, QuotaInputError, check_name, parse_patch, resolve, usage_report
-from .store import CONFIGMAP_NAME, LocalQuotaStore, default_quota_file
+from ..json_errors import JsonErrorsMixin
+from ..kubeapi import KubeApi
+from ..quota.model import FIELDS, QuotaConfig, QuotaInputError, check_name, parse_patch, resolve
+from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
+from .quota_sync import QuotaSync, hub_namespace_default
+from .usage import KubernetesUsage, LocalUsage
 
 ADMIN_SCOPE = "custom:paddlecloud-quota:admin"
 STATIC = Path(__file__).resolve().parent / "static"
 KINDS = {"users": "user", "groups": "group"}
 
 
-class UnknownName(PaddleCloudError):
-    code = "bad_quota"
-    status = 400
-
+class UnknownName(QuotaInputError):
     def __init__(self, kind: str, name: str):
-        super().__init__(f"There is no hub {kind} named '{name}'.")
-        self.problems = {kind: f"no hub {kind} named '{name}'"}
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "fields": self.problems}
+        super().__init__({kind: f"no hub {kind} named '{name}'"})
+        self.message = f"There is no hub {kind} named '{name}'."
 
 
 class NotLoggedIn(PaddleCloudError):
@@ -121,57 +124,35 @@ class HubDirectory:
         return await self._list("/groups")
 
 
-# ------------------------------------------------------------------ usage
-
-class LocalUsage:
-    """Usage from each user's local job folder (hub_config/local_config.py layout)."""
-
-    def __init__(self, home_template: str, home: str):
-        self.home_template = home_template
-        self.home = home
-
-    async def usage(self, username: str) -> dict:
-        from ..backends.local import LocalBackend
-
-        backend = LocalBackend(home=self.home_template.format(home=self.home, username=username), user=username)
-        jobs = await backend.list()
-        return usage_report(jobs, datetime.datetime.now(datetime.timezone.utc))
-
-
-class KubernetesUsage:
-    """Usage from each user's namespace: their jobs, and the ResourceQuota's own count."""
-
-    def __init__(self, sync, kubeconfig: str, gpu_resource: str):
-        self.sync = sync
-        self.kubeconfig = kubeconfig
-        self.gpu_resource = gpu_resource
-
-    async def usage(self, username: str) -> dict:
-        from ..backends.kubernetes import KubernetesBackend
-        from .kube import namespace_for
-
-        namespace = namespace_for(username, self.sync.namespace_template)
-        backend = KubernetesBackend(namespace=namespace, kubeconfig=self.kubeconfig, user=username,
-                                    gpu_resource=self.gpu_resource)
-        try:
-            try:
-                jobs = await backend.list()
-            except PaddleCloudError:
-                jobs = []
-            report = usage_report(jobs, datetime.datetime.now(datetime.timezone.utc))
-            try:
-                quota = await backend.quota()  # the API server's own count, notebooks included
-                report["used"].update({k: v for k, v in quota["used"].items() if k != "running_jobs"})
-            except PaddleCloudError:
-                pass
-            return report
-        finally:
-            await backend.close()
-
-
 # ------------------------------------------------------------------ handlers
 
-class BaseHandler(HubOAuthenticated, web.RequestHandler):
+def require_scope(scope: str):
+    """Only callers holding `scope` (hub admins hold every quota scope) may call the method;
+    others get 403, callers who are not logged in 401, both as JSON."""
+    def wrap(method):
+        @functools.wraps(method)
+        async def wrapped(self: QuotaHandler, *args, **kwargs):
+            self.required_scope = scope
+            self.caller()
+            return await method(self, *args, **kwargs)
+        return wrapped
+    return wrap
+
+
+class QuotaHandler(JsonErrorsMixin, HubOAuthenticated, web.RequestHandler):
+    """Every caller must at least be allowed to use the service (access:services!service=quota);
+    `@require_scope` raises the bar per method. Cookie-authenticated writes must carry
+    X-XSRFToken (HubOAuth checks it and otherwise ignores the cookie)."""
+
+    required_scope: str | None = None
+    hub_user_model: dict | None = None  # who the hub says the caller is, allowed or not
+
+    @property
+    def hub_scopes(self):
+        if self.required_scope:
+            return {self.required_scope}
+        return self.hub_auth.access_scopes or None
+
     @property
     def service(self) -> QuotaService:
         return self.settings["quota_service"]
@@ -180,25 +161,24 @@ class BaseHandler(HubOAuthenticated, web.RequestHandler):
     def hub_auth(self):
         return self.settings["hub_auth"]
 
-    def is_writer(self, model: dict) -> bool:
-        return bool(model.get("admin")) or ADMIN_SCOPE in set(model.get("scopes") or ())
-
-
-class ApiHandler(BaseHandler):
-    """JSON in and out. Cookie-authenticated writes must carry X-XSRFToken (HubOAuth
-    checks it and otherwise ignores the cookie); token-authenticated ones need not."""
+    def check_hub_user(self, model):
+        self.hub_user_model = model
+        if model.get("admin"):
+            model = {**model, "scopes": [*model.get("scopes", []), ADMIN_SCOPE]}
+        return super().check_hub_user(model)
 
     def caller(self) -> dict:
         user = self.current_user
-        if user is None:
-            if getattr(self, "_cached_hub_user", None):
-                raise Forbidden("You are not allowed to use the quota service.")
-            raise NotLoggedIn("Log in to the hub, or send 'Authorization: token <hub API token>'.")
-        return user
+        if user is not None:
+            return user
+        if self.hub_user_model is not None:
+            if self.required_scope == ADMIN_SCOPE:
+                raise Forbidden(f"Only hub admins (or holders of the scope {ADMIN_SCOPE}) may do this.")
+            raise Forbidden("You are not allowed to use the quota service.")
+        raise NotLoggedIn("Log in to the hub, or send 'Authorization: token <hub API token>'.")
 
-    def require_writer(self, user: dict) -> None:
-        if not self.is_writer(user):
-            raise Forbidden(f"Only hub admins (or holders of the scope {ADMIN_SCOPE}) may change quotas.")
+    def may_administer(self) -> bool:
+        return ADMIN_SCOPE in set(self.caller().get("scopes") or ())
 
     def body(self) -> Any:
         try:
@@ -206,83 +186,50 @@ class ApiHandler(BaseHandler):
         except ValueError as exc:
             raise QuotaInputError({"body": "is not valid JSON"}) from exc
 
-    def write_json(self, data: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps(data))
-
-    def write_error(self, status_code: int, **kwargs) -> None:
-        exc = kwargs.get("exc_info", (None, None))[1]
-        if isinstance(exc, web.HTTPError):
-            message = exc.log_message % exc.args if exc.log_message and exc.args else (exc.log_message or exc.reason or self._reason)
-            code = {403: "forbidden", 401: "unauthorized", 404: "not_found"}.get(status_code, "error")
-            self.finish(json.dumps({"error": code, "message": message}))
-        else:
-            self.finish(json.dumps({"error": "internal", "message": "The quota service failed; see its log."}))
-
-    async def _run(self, coro):
-        try:
-            return await coro
-        except PaddleCloudError as exc:
-            self.write_json(exc.to_dict(), exc.status)
-            return None
-
-
-class UserQuotaHandler(ApiHandler):
-    async def get(self, name: str):
-        await self._run(self._get(name))
-
-    async def _get(self, name: str):
-        user = self.caller()
-        if name != user["name"] and not self.is_writer(user):
-            raise Forbidden("You may only see your own quota.")
-        check_name("user", name)
-        self.write_json(await self.service.user_view(name))
-
-    async def put(self, name: str):
-        await self._run(self._put("users", name))
-
-    async def _put(self, kind: str, name: str | None):
-        self.require_writer(self.caller())
+    async def put_entry(self, kind: str, name: str | None) -> None:
         if name is not None:
             check_name(KINDS[kind], name)
         patch = parse_patch(self.body(), allow_revision=True)
         self.write_json(await self.service.update(kind, name, patch))
 
 
-class GroupQuotaHandler(UserQuotaHandler):
+class UserQuotaHandler(QuotaHandler):
     async def get(self, name: str):
-        await self._run(self._get_group(name))
+        if name != self.caller()["name"] and not self.may_administer():
+            raise Forbidden("You may only see your own quota.")
+        check_name("user", name)
+        self.write_json(await self.service.user_view(name))
 
-    async def _get_group(self, name: str):
-        self.require_writer(self.caller())
+    @require_scope(ADMIN_SCOPE)
+    async def put(self, name: str):
+        await self.put_entry("users", name)
+
+
+class GroupQuotaHandler(QuotaHandler):
+    @require_scope(ADMIN_SCOPE)
+    async def get(self, name: str):
         check_name("group", name)
         self.write_json(await self.service.group_view(name))
 
+    @require_scope(ADMIN_SCOPE)
     async def put(self, name: str):
-        await self._run(self._put("groups", name))
+        await self.put_entry("groups", name)
 
 
-class DefaultQuotaHandler(UserQuotaHandler):
+class DefaultQuotaHandler(QuotaHandler):
+    @require_scope(ADMIN_SCOPE)
     async def get(self):
-        await self._run(self._get_default())
-
-    async def _get_default(self):
-        self.require_writer(self.caller())
         config = await self.service.store.load()
         self.write_json({"limits": config.default.limits.to_dict(), "revision": config.default.revision})
 
+    @require_scope(ADMIN_SCOPE)
     async def put(self):
-        await self._run(self._put("default", None))
+        await self.put_entry("default", None)
 
 
-class AllQuotasHandler(ApiHandler):
+class AllQuotasHandler(QuotaHandler):
+    @require_scope(ADMIN_SCOPE)
     async def get(self):
-        await self._run(self._get())
-
-    async def _get(self):
-        self.require_writer(self.caller())
         self.write_json(await self.service.overview())
 
 
@@ -294,12 +241,12 @@ class CallbackHandler(HubOAuthCallbackHandler):
         return self.settings["hub_auth"]
 
 
-class PageHandler(BaseHandler):
+class PageHandler(QuotaHandler):
     @web.authenticated
     def get(self):
         user = self.current_user
         page = (STATIC / "admin.html").read_text(encoding="utf-8")
-        boot = {"user": user["name"], "writer": self.is_writer(user), "xsrf": self.xsrf_token.decode(),
+        boot = {"user": user["name"], "writer": self.may_administer(), "xsrf": self.xsrf_token.decode(),
                 "api": url_path_join(self.service.prefix, "api/quotas"), "fields": list(FIELDS),
                 "hub": self.hub_auth.hub_prefix, "static": url_path_join(self.service.prefix, "static/")}
         self.set_header("Cache-Control", "no-store")
@@ -331,10 +278,10 @@ class QuotaService(Application):
                                       "where their usage is read.").tag(config=True)
     hub_namespace = Unicode(help="Kubernetes store: namespace of the ConfigMap. Default: the hub's own "
                                  "($POD_NAMESPACE, else the service account's).").tag(config=True)
-    configmap_name = Unicode(CONFIGMAP_NAME, help="Kubernetes store: the ConfigMap's name.").tag(config=True)
+    configmap_name = Unicode(QUOTA_CONFIGMAP, help="Kubernetes store: the ConfigMap's name.").tag(config=True)
     namespace_template = Unicode(help="Kubernetes store: each user's namespace, with {username}. Default: "
                                       "$PADDLECLOUD_NAMESPACE_TEMPLATE, else paddlecloud-{username}.").tag(config=True)
-    gpu_resource = Unicode("nvidia.com/gpu", help="Extended resource name of GPUs.").tag(config=True)
+    gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
     kubeconfig = Unicode("", help="Kubeconfig outside a cluster; empty for in-cluster credentials "
                                   "or $KUBECONFIG.").tag(config=True)
     url = Unicode(help="Where to listen. Default: $JUPYTERHUB_SERVICE_URL.").tag(config=True)
@@ -349,7 +296,7 @@ class QuotaService(Application):
 
     @default("store_kind")
     def _default_store_kind(self):
-        return _env_default("PADDLECLOUD_QUOTA_STORE", "local")
+        return _env_default(QUOTA_STORE_ENV, "local")
 
     @default("quota_file")
     def _default_quota_file(self):
@@ -357,19 +304,15 @@ class QuotaService(Application):
 
     @default("paddlecloud_home")
     def _default_home(self):
-        return _env_default("PADDLECLOUD_HOME", os.path.join(os.path.expanduser("~"), ".paddlecloud"))
+        return paddlecloud_home()
 
     @default("hub_namespace")
     def _default_hub_namespace(self):
-        from .kube import hub_namespace_default
-
         return hub_namespace_default()
 
     @default("namespace_template")
     def _default_namespace_template(self):
-        from .kube import DEFAULT_NAMESPACE_TEMPLATE
-
-        return _env_default("PADDLECLOUD_NAMESPACE_TEMPLATE", DEFAULT_NAMESPACE_TEMPLATE)
+        return _env_default(NAMESPACE_TEMPLATE_ENV, USER_NAMESPACE_TEMPLATE)
 
     @default("url")
     def _default_url(self):
@@ -379,7 +322,7 @@ class QuotaService(Application):
     def _default_prefix(self):
         return _env_default("JUPYTERHUB_SERVICE_PREFIX", "/services/quota/")
 
-    # ---- parts, built in start()
+    # ---- parts, built in setup()
 
     store = None
     sync = None
@@ -393,40 +336,39 @@ class QuotaService(Application):
             self.store = LocalQuotaStore(self.quota_file)
             self.usage_source = LocalUsage(self.user_home_template, self.paddlecloud_home)
         else:
-            from .kube import QuotaSync, make_api_client
-            from .store import KubernetesQuotaStore
-
-            api_client = await make_api_client(self.kubeconfig or None)
-            self.store = KubernetesQuotaStore(api_client, self.hub_namespace, self.configmap_name)
-            self.sync = QuotaSync(api_client, self.store, self.namespace_template, self.gpu_resource)
-            self.usage_source = KubernetesUsage(self.sync, self.kubeconfig, self.gpu_resource)
+            api = KubeApi.connect(self.kubeconfig or None)
+            self.store = KubernetesQuotaStore(api, self.hub_namespace, self.configmap_name)
+            self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource)
+            self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource)
 
     # ---- views
 
-    async def _usage(self, name: str) -> dict:
-        try:
-            return await self.usage_source.usage(name)
-        except (PaddleCloudError, ValueError) as exc:  # ValueError: no namespace name for this user
-            message = getattr(exc, "message", str(exc))
-            self.log.warning("Cannot read %s's usage: %s", name, message)
-            return {"used": {}, "running": [], "gpu_hours": {}, "usage_error": message}
-
-    def _user_entry(self, config: QuotaConfig, name: str, groups: list[str]) -> dict:
+    async def _user_view(self, config: QuotaConfig, name: str, groups: list[str]) -> dict:
+        """The user's effective limits with where each comes from, their own override, and
+        their usage (the same QuotaReport fields as `paddlecloud quota`)."""
         effective = resolve(config, name, groups)
         entry = config.users.get(name)
-        return {
+        view = {
             "user": name, "groups": sorted(groups),
             "limits": effective.limits.set_fields(), "sources": dict(effective.sources),
             "override": entry.limits.to_dict() if entry else {field: None for field in FIELDS},
             "revision": entry.revision if entry else 0,
+            "used": {}, "running": [], "gpu_hours": {},
         }
+        try:
+            view.update((await self.usage_source.report(name, effective)).to_dict())
+        except (PaddleCloudError, ValueError) as exc:  # ValueError: no namespace name for this user
+            message = getattr(exc, "message", str(exc))
+            self.log.warning("Cannot read %s's usage: %s", name, message)
+            view["usage_error"] = message
+        return view
 
     async def user_view(self, name: str, config: QuotaConfig | None = None) -> dict:
         hub_user = await self.directory.user(name)
         if hub_user is None:
             raise UnknownName("user", name)
         config = config or await self.store.load()
-        return {**self._user_entry(config, name, hub_user.get("groups") or []), **await self._usage(name)}
+        return await self._user_view(config, name, hub_user.get("groups") or [])
 
     async def group_view(self, name: str, config: QuotaConfig | None = None) -> dict:
         group = await self.directory.group(name)
@@ -445,9 +387,8 @@ class QuotaService(Application):
 
         async def one(user: dict) -> dict:
             async with limit:
-                usage = await self._usage(user["name"])
-            return {**self._user_entry(config, user["name"], user.get("groups") or []),
-                    "admin": bool(user.get("admin")), **usage}
+                view = await self._user_view(config, user["name"], user.get("groups") or [])
+            return {**view, "admin": bool(user.get("admin"))}
 
         hub_groups = {group["name"]: group for group in groups}
         return {
@@ -526,6 +467,8 @@ class QuotaService(Application):
             loop.add_signal_handler(signum, stop.set)
         await stop.wait()
         server.stop()
+        if self.sync is not None:
+            await self.sync.api.close()
         self.log.info("Quota service stopped")
 
     def start(self) -> None:

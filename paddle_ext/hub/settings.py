@@ -1,29 +1,26 @@
-"""JupyterHub on Kubernetes: settings, PaddlePaddle profiles and the spawner.
+"""JupyterHub on Kubernetes: site settings and PaddlePaddle profiles (pure).
 
 `hub_config/jupyterhub_config.py` loads `HubSettings` (a values file and the
-environment, so the Helm chart can drive it) and configures `PaddleCloudSpawner`,
-a KubeSpawner that prepares each user's namespace before the notebook starts:
-ServiceAccount, Role + RoleBinding, LimitRange, ResourceQuota, dataset claims and
-Pod Security `restricted`, and that refuses at once a profile the quota cannot fit.
+environment, so the Helm chart can drive it) and sets KubeSpawner's traits from it;
+`paddle_ext.hub.spawner.PaddleCloudSpawner` prepares each user's namespace.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
 import json
 import os
-from typing import Any, Callable
+import re
+from typing import Any
 
 import yaml
 
-from . import tenancy
-from .manifests import catalogue_volumes
-from .quota.preflight import RESOURCE_WORDS, first_overflow, format_amount
-from .spec import parse_quantity
+from ..constants import DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, BACKEND_ENV, MANAGED_BY, USER_NAMESPACE_TEMPLATE
+from ..manifests import catalogue_volumes
+from ..quantity import parse_quantity
+from ..quota.model import JobUsage
 
-GPU_RESOURCE = "nvidia.com/gpu"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,10 +28,11 @@ class HubSettings:
     """Everything site-specific about the Kubernetes hub (see the chart's values)."""
 
     hub_namespace: str = "paddlecloud"
-    user_namespace_template: str = "paddlecloud-{username}"
-    gpu_image: str = "paddlecloud/notebook:3.3.1-gpu"
-    cpu_image: str = "paddlecloud/notebook:3.3.1-cpu"
+    user_namespace_template: str = USER_NAMESPACE_TEMPLATE
+    gpu_image: str = "docker.io/paddlecloud/notebook:3.3.1-gpu"
+    cpu_image: str = "docker.io/paddlecloud/notebook:3.3.1-cpu"
     worker_images: tuple[dict, ...] = ()
+    gpu_resource: str = GPU_RESOURCE
     gpu_node_selector: dict = dataclasses.field(default_factory=dict)
     gpu_tolerations: tuple[dict, ...] = ()
     datasets: tuple[dict, ...] = ()
@@ -69,21 +67,40 @@ class HubSettings:
             text = environ.get(f"PADDLECLOUD_{name.upper()}")
             if text is not None:
                 values[name] = _parse_env_value(name, text)
-        for name in ("worker_images", "gpu_tolerations", "datasets"):
+        for name in _TUPLE_FIELDS:
             if name in values:
                 values[name] = tuple(values[name])
         return cls(**values)
 
 
+_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets")
+_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota")
+_INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
+_OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
+
+
 def _parse_env_value(name: str, text: str):
-    if name in ("worker_images", "gpu_tolerations", "datasets", "gpu_node_selector", "default_quota"):
+    if name in _JSON_FIELDS:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"PADDLECLOUD_{name.upper()} must be JSON: {exc}") from exc
-    if name in ("cull_idle_seconds", "quota_service_port"):
+    if name in _INT_FIELDS:
         return int(text)
-    return text or None if name in ("home_storage_class", "hub_connect_url") else text
+    return text or None if name in _OPTIONAL_FIELDS else text
+
+
+def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str:
+    """The user's namespace from a template with {username}, escaped as KubeSpawner does."""
+    try:  # KubeSpawner's own escaping, so both agree on names like "Alice@example.org"
+        from kubespawner.slugs import safe_slug
+    except ImportError:
+        safe_slug = str
+    name = template.format(username=safe_slug(username))
+    if len(name) > 63 or not _DNS_LABEL.match(name):
+        raise ValueError(f"'{name}' (from template '{template}') is not a valid namespace name; "
+                         "pass the namespace explicitly")
+    return name
 
 
 def profile_list(settings: HubSettings) -> list[dict]:
@@ -91,8 +108,8 @@ def profile_list(settings: HubSettings) -> list[dict]:
     def gpu_profile(slug: str, gpus: int, cpu: str, memory: str, default: bool = False) -> dict:
         override = {
             "image": settings.gpu_image,
-            "extra_resource_limits": {GPU_RESOURCE: str(gpus)},
-            "extra_resource_guarantees": {GPU_RESOURCE: str(gpus)},
+            "extra_resource_limits": {settings.gpu_resource: str(gpus)},
+            "extra_resource_guarantees": {settings.gpu_resource: str(gpus)},
             "cpu_guarantee": float(parse_quantity(cpu)), "cpu_limit": float(parse_quantity(cpu)),
             "mem_guarantee": memory, "mem_limit": memory,
         }
@@ -126,7 +143,7 @@ def dataset_claims(settings: HubSettings, namespace: str) -> list[dict]:
         if claim_spec:
             name = entry["volume"]["persistentVolumeClaim"]["claimName"]
             claims.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                           "metadata": {"name": name, "namespace": namespace, "labels": dict(tenancy.MANAGED_BY)},
+                           "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
                            "spec": claim_spec})
     return claims
 
@@ -136,91 +153,14 @@ def notebook_environment(settings: HubSettings) -> dict[str, str]:
 
     Braces are doubled: KubeSpawner expands {username}-style templates in env values."""
     env = {
-        "PADDLECLOUD_BACKEND": "kubernetes",
-        "PADDLECLOUD_DATASETS": json.dumps(list(settings.datasets)),
-        "PADDLECLOUD_IMAGES": json.dumps(list(settings.worker_images)),
+        BACKEND_ENV: "kubernetes",
+        DATASETS_ENV: json.dumps(list(settings.datasets)),
+        IMAGES_ENV: json.dumps(list(settings.worker_images)),
     }
     return {key: value.replace("{", "{{").replace("}", "}}") for key, value in env.items()}
 
 
-def profile_request(cpu: float | None, memory: str | int | None, gpus: int) -> dict[str, Any]:
-    """What a notebook pod adds to its namespace, in ResourceQuota terms (pure)."""
-    request = {"pods": parse_quantity("1")}
-    if gpus:
-        request[f"requests.{GPU_RESOURCE}"] = parse_quantity(str(gpus))
-    if cpu:
-        request["requests.cpu"] = parse_quantity(str(cpu))
-    if memory:
-        request["requests.memory"] = parse_quantity(str(memory))
-    return request
-
-
-def quota_refusal(request: dict, quota: dict) -> str | None:
-    """Why a notebook with `request` cannot start under ResourceQuota `quota`, or None."""
-    overflow = first_overflow(request, quota)
-    if overflow is None:
-        return None
-    resource, amount, limit, in_use = overflow
-    return (f"This server needs {format_amount(resource, amount)} {RESOURCE_WORDS.get(resource, resource)}, "
-            f"but your quota ({quota['metadata']['name']}: {resource}) is {format_amount(resource, limit)} "
-            f"and {format_amount(resource, in_use)} are in use. Pick a smaller profile or ask an admin.")
-
-
-@functools.cache
-def _spawner_class():
-    from kubernetes_asyncio.client import RbacAuthorizationV1Api
-    from kubernetes_asyncio.client.rest import ApiException
-    from kubespawner import KubeSpawner
-    from tornado import web
-    from traitlets import Any as AnyTrait
-
-    class PaddleCloudSpawner(KubeSpawner):
-        """KubeSpawner that prepares the user's namespace and checks the quota first."""
-
-        paddlecloud_settings = AnyTrait(help="HubSettings for this hub.").tag(config=True)
-        quota_sync = AnyTrait(None, allow_none=True, help="""Optional async callable (spawner) -> None that
-            writes the user's ResourceQuota from the quota model before the namespace is checked.""").tag(config=True)
-
-        async def _create_ignoring_conflict(self, create: Callable, *args) -> None:
-            try:
-                await asyncio.wait_for(create(*args), self.k8s_api_request_timeout)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-
-        async def _ensure_namespace(self):
-            await super()._ensure_namespace()
-            settings: HubSettings = self.paddlecloud_settings
-            ns = self.namespace
-            rbac = RbacAuthorizationV1Api(self.api.api_client)
-            await self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns,
-                                                 tenancy.service_account(ns))
-            await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
-            await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(ns))
-            await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, ns, tenancy.limit_range(
-                ns, settings.limit_range_cpu, settings.limit_range_memory))
-            for claim in dataset_claims(settings, ns):
-                await self._create_ignoring_conflict(self.api.create_namespaced_persistent_volume_claim, ns, claim)
-            if self.quota_sync is not None:
-                await self.quota_sync(self)
-            await self._check_quota_fits()
-
-        async def _check_quota_fits(self):
-            gpus = int(self.extra_resource_guarantees.get(GPU_RESOURCE, 0) or
-                       self.extra_resource_limits.get(GPU_RESOURCE, 0) or 0)
-            request = profile_request(self.cpu_guarantee, self.mem_guarantee, gpus)
-            quotas = await self.api.list_namespaced_resource_quota(self.namespace)
-            for quota in quotas.items:
-                as_dict = self.api.api_client.sanitize_for_serialization(quota)
-                reason = quota_refusal(request, as_dict)
-                if reason:
-                    self.log.info("Refusing %s's server: %s", self.user.name, reason)
-                    raise web.HTTPError(403, reason)
-
-    return PaddleCloudSpawner
-
-
-def __getattr__(name: str):
-    if name == "PaddleCloudSpawner":  # imported lazily: kubespawner is a hub-only dependency
-        return _spawner_class()
-    raise AttributeError(name)
+def notebook_request(cpu: float | None, memory: str | int | None, gpus: int) -> JobUsage:
+    """What a notebook pod adds to its namespace, for the quota check."""
+    return JobUsage("this server", gpus=parse_quantity(str(gpus)), cpu=parse_quantity(str(cpu or 0)),
+                    memory=parse_quantity(str(memory or 0)), pods=parse_quantity("1"))

@@ -1,0 +1,102 @@
+"""PaddleCloudSpawner: KubeSpawner that makes the user's namespace theirs and checks the
+quota before the notebook pod is created.
+
+    c.JupyterHub.spawner_class = "paddle_ext.hub.spawner.PaddleCloudSpawner"
+
+Before each start, in the user's namespace (KubeSpawner `enable_user_namespaces`): the
+notebook's ServiceAccount, Role and RoleBinding, a LimitRange, the dataset claims
+(paddle_ext.tenancy, paddle_ext.hub.settings), the user's ResourceQuota from the quota
+settings (paddle_ext.hub.quota_sync); then a profile the quota cannot fit is refused at
+once with the quota message, instead of a pod that never starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from kubernetes_asyncio.client import RbacAuthorizationV1Api
+from kubernetes_asyncio.client.rest import ApiException
+from kubespawner import KubeSpawner
+from tornado import web
+from traitlets import Bool, Instance, default
+
+from .. import tenancy
+from ..errors import QuotaExceeded
+from ..kubeapi import KubeApi
+from ..quota.model import Limits, check_fits, parse_patch, resource_quota_terms
+from ..quota.store import KubernetesQuotaStore
+from .quota_sync import QuotaSync
+from .settings import HubSettings, dataset_claims, notebook_request
+
+_KUBE_API: KubeApi | None = None
+
+
+def hub_kube_api() -> KubeApi:
+    """One API client for the hub process (in-cluster credentials, else $KUBECONFIG)."""
+    global _KUBE_API
+    if _KUBE_API is None:
+        _KUBE_API = KubeApi.connect()
+    return _KUBE_API
+
+
+class PaddleCloudSpawner(KubeSpawner):
+    """KubeSpawner that prepares the user's namespace and checks the quota first."""
+
+    paddlecloud_settings = Instance(HubSettings, help="The site's settings (HubSettings.load()).").tag(config=True)
+    sync_quota = Bool(True, help="""Write the user's ResourceQuota from the quota settings (the ConfigMap
+        in the hub's namespace, or HubSettings.default_quota until an admin saves one) before each
+        start.""").tag(config=True)
+
+    @default("paddlecloud_settings")
+    def _default_settings(self):
+        return HubSettings.load()
+
+    async def _create_ignoring_conflict(self, create: Callable, *args) -> None:
+        try:
+            await asyncio.wait_for(create(*args), self.k8s_api_request_timeout)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+
+    async def _ensure_namespace(self):
+        await super()._ensure_namespace()
+        settings = self.paddlecloud_settings
+        ns = self.namespace
+        rbac = RbacAuthorizationV1Api(self.api.api_client)
+        await self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns,
+                                             tenancy.service_account(ns))
+        await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
+        await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(ns))
+        await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, ns, tenancy.limit_range(
+            ns, settings.limit_range_cpu, settings.limit_range_memory))
+        for claim in dataset_claims(settings, ns):
+            await self._create_ignoring_conflict(self.api.create_namespaced_persistent_volume_claim, ns, claim)
+        if self.sync_quota:
+            await self._sync_quota()
+        await self._check_quota_fits()
+
+    async def _sync_quota(self) -> None:
+        settings = self.paddlecloud_settings
+        api = hub_kube_api()
+        initial = Limits.from_dict(parse_patch(settings.default_quota)) if settings.default_quota else None
+        sync = QuotaSync(api, KubernetesQuotaStore(api, settings.hub_namespace), settings.user_namespace_template,
+                         settings.gpu_resource, initial_default=initial)
+        written = await sync.sync_user(self.user.name, [group.name for group in self.user.groups],
+                                       namespace=self.namespace)
+        self.log.info("Quota of %s in %s: %s", self.user.name, self.namespace,
+                      (written or {}).get("spec", {}).get("hard", "unlimited"))
+
+    async def _check_quota_fits(self) -> None:
+        gpu = self.paddlecloud_settings.gpu_resource
+        gpus = int(self.extra_resource_guarantees.get(gpu, 0) or self.extra_resource_limits.get(gpu, 0) or 0)
+        request = notebook_request(self.cpu_guarantee, self.mem_guarantee, gpus)
+        quotas = await self.api.list_namespaced_resource_quota(self.namespace)
+        for quota in quotas.items:
+            limits, in_use = resource_quota_terms(self.api.api_client.sanitize_for_serialization(quota), gpu)
+            try:
+                check_fits(request, limits, [], in_use, subject="This server")
+            except QuotaExceeded as exc:
+                reason = f"{exc.message} Pick a smaller profile or ask an admin."
+                self.log.info("Refusing %s's server: %s", self.user.name, reason)
+                raise web.HTTPError(403, reason) from exc
