@@ -61,8 +61,8 @@ class LocalHub:
             "PADDLECLOUD_HUB_PORT": str(self.port),
             "PADDLECLOUD_HUB_API_PORT": str(self.hub_api_port),
             "PADDLECLOUD_PROXY_API_PORT": str(self.proxy_api_port),
-            # the single-user servers find python, jupyter and paddlecloud here
-            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+            # the proxy, and the python, jupyter and paddlecloud the single-user servers run
+            "PATH": os.pathsep.join([str(PROXY.parent), os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
         }
         env.pop("JUPYTERHUB_API_TOKEN", None)
         return env

@@ -53,7 +53,7 @@ def test_quickstart_launches_a_job_and_streams_both_workers(hub, page, artifacts
         page.goto(f"{hub.url}/user/{USER}/lab/tree/quickstart.ipynb")
         notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
         first_code = notebook.locator(".jp-CodeCell").first
-        expect(first_code).to_contain_text("JobLauncher()", timeout=120 * SECOND)
+        expect(first_code).to_contain_text("JobLauncher(workers=2)", timeout=120 * SECOND)
         # Wait for the kernel: Shift+Enter before it is connected can be dropped silently.
         expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=180 * SECOND)
         run_cell(first_code, page)

@@ -17,6 +17,7 @@ import yaml
 from cluster_helpers import wait_for
 from jobfeeder import LogFeeder
 from paddle_ext import tenancy
+from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import Forbidden, JobExists, QuotaExceeded
 from paddle_ext.manifests import ManifestSettings, job_objects
@@ -144,7 +145,7 @@ async def test_over_quota_submit_is_refused_naming_limit_and_usage(cluster, core
         with pytest.raises(QuotaExceeded) as info:
             await jobs.submit(JobSpec(command=["python", "train.py"], workers=2, gpus_per_worker=2))
         assert info.value.to_dict()["error"] == "quota_exceeded"
-        assert info.value.message == "Needs 4 GPUs (requests.nvidia.com/gpu); your quota is 2 and 0 are in use."
+        assert info.value.message == "Needs 4 GPUs; your quota is 2 and 0 are in use."
         assert (await jobs.list()) == []  # nothing half-created
         assert core_v1.list_namespaced_service(namespace).items == []
     finally:
@@ -179,7 +180,7 @@ def token_kubeconfig(cluster, core_v1, namespace, path):
     rbac.create_namespaced_role(namespace, tenancy.role(namespace))
     rbac.create_namespaced_role_binding(namespace, tenancy.role_binding(namespace))
     token = core_v1.create_namespaced_service_account_token(
-        tenancy.NOTEBOOK_SERVICE_ACCOUNT, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        NOTEBOOK_SERVICE_ACCOUNT, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
     admin = yaml.safe_load(open(cluster.kubeconfig))
     cluster_entry = admin["clusters"][0]
     config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster_entry],

@@ -11,9 +11,11 @@ import pytest
 from cluster_helpers import wait_for
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import QuotaExceeded
-from paddle_ext.quota.kube import QuotaSync, make_api_client, sync_user_quota
-from paddle_ext.quota.model import QuotaConflict, parse_patch
-from paddle_ext.quota.store import CONFIGMAP_NAME, KubernetesQuotaStore
+from paddle_ext.constants import QUOTA_CONFIGMAP
+from paddle_ext.hub.quota_sync import QuotaSync
+from paddle_ext.kubeapi import KubeApi
+from paddle_ext.quota.model import Limits, QuotaConflict, parse_patch
+from paddle_ext.quota.store import KubernetesQuotaStore
 from paddle_ext.spec import JobSpec
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
@@ -32,16 +34,16 @@ def gpu_pod(name: str, gpus: int) -> dict:
 
 async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, core_v1, make_namespace):
     hub_ns, alice_ns = make_namespace("hub"), make_namespace("paddlecloud-alice")
-    api = await make_api_client(cluster.kubeconfig)
+    api = KubeApi.connect(cluster.kubeconfig)
     try:
         store = KubernetesQuotaStore(api, hub_ns)
         await store.update("users", "alice", parse_patch({"gpus": 2}))
-        written = await sync_user_quota("alice", [], namespace=alice_ns, hub_namespace=hub_ns, api_client=api)
+        written = await QuotaSync(api, store).sync_user("alice", [], namespace=alice_ns)
         assert written["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}
     finally:
         await api.close()
 
-    configmap = core_v1.read_namespaced_config_map(CONFIGMAP_NAME, hub_ns)
+    configmap = core_v1.read_namespaced_config_map(QUOTA_CONFIGMAP, hub_ns)
     assert '"gpus": 2' in configmap.data["quotas.json"]
     assert quota_status(core_v1, alice_ns).spec.hard == {"requests.nvidia.com/gpu": "2"}
     wait_for(lambda: quota_status(core_v1, alice_ns).status.hard, what="the ResourceQuota's status")
@@ -51,7 +53,7 @@ async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, 
     try:
         with pytest.raises(QuotaExceeded) as info:
             await jobs.submit(JobSpec(command=["python", "train.py"], workers=2, gpus_per_worker=2))
-        assert info.value.message == "Needs 4 GPUs (requests.nvidia.com/gpu); your quota is 2 and 0 are in use."
+        assert info.value.message == "Needs 4 GPUs; your quota is 2 and 0 are in use."
         assert await jobs.list() == []
 
         # The API server refuses a pod made without us just the same.
@@ -66,17 +68,17 @@ async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, 
                  timeout=60, what="resnet-3's pod to count against the quota")
         with pytest.raises(QuotaExceeded) as info:
             await jobs.submit(JobSpec(command=["python", "train.py"], workers=1, gpus_per_worker=2))
-        assert info.value.message == ("Needs 2 GPUs (requests.nvidia.com/gpu); your quota is 2 and 2 are in use "
-                                      "by job resnet-3.")
-        quota = await jobs.quota()
-        assert quota["limits"]["gpus"] == "2" and quota["used"]["gpus"] == "2"
+        assert info.value.message == "Needs 2 GPUs; your quota is 2 and 2 are in use by job resnet-3."
+        quota = (await jobs.quota()).to_dict()
+        assert quota["limits"] == {"gpus": 2} and quota["used"]["gpus"] == 2
+        assert quota["sources"] == {"gpus": "user"} and quota["running"] == ["resnet-3"]
     finally:
         await jobs.close()
 
 
 async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_cap(cluster, core_v1, make_namespace):
     hub_ns, newbie_ns = make_namespace("hub"), make_namespace("paddlecloud-newbie")
-    api = await make_api_client(cluster.kubeconfig)
+    api = KubeApi.connect(cluster.kubeconfig)
     try:
         store = KubernetesQuotaStore(api, hub_ns)
         sync = QuotaSync(api, store)
@@ -91,7 +93,7 @@ async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_
         await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
         quota = quota_status(core_v1, newbie_ns)
         assert quota.spec.hard == {"requests.nvidia.com/gpu": "1", "requests.cpu": "16"}
-        assert quota.metadata.annotations == {"paddlecloud.io/running-jobs": "1"}
+        assert quota.metadata.annotations["paddlecloud.io/running-jobs"] == "1"
     finally:
         await api.close()
 
@@ -105,7 +107,7 @@ async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_
             await jobs.submit(JobSpec(name="second", command=["python", "train.py"], workers=1))
         assert info.value.message == ("Your quota allows 1 running job and 1 is running (first); "
                                       "wait for one to finish or cancel one.")
-        assert (await jobs.quota())["limits"]["running_jobs"] == 1
+        assert (await jobs.quota()).limits.running_jobs == 1
         await jobs.cancel("first")
         await jobs.submit(JobSpec(name="third", command=["python", "train.py"], workers=1))
     finally:
@@ -114,7 +116,7 @@ async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_
 
 async def test_configmap_store_loses_no_concurrent_update_and_refuses_stale_ones(cluster, core_v1, make_namespace):
     hub_ns = make_namespace("hub")
-    api = await make_api_client(cluster.kubeconfig)
+    api = KubeApi.connect(cluster.kubeconfig)
     try:
         store = KubernetesQuotaStore(api, hub_ns, retries=20)
         await asyncio.gather(*(store.update("users", f"user{i}", parse_patch({"pods": i + 1})) for i in range(6)))
@@ -131,31 +133,23 @@ async def test_configmap_store_loses_no_concurrent_update_and_refuses_stale_ones
         await api.close()
 
 
-async def test_spawner_hook_writes_the_quota_with_the_spawners_client(cluster, core_v1, make_namespace):
-    """spawner_quota_sync as PaddleCloudSpawner calls it: with the spawner's API client,
-    user, groups and namespace (a plain stand-in object carries those four attributes)."""
-    import logging
-    from types import SimpleNamespace
-
-    from paddle_ext.quota.kube import spawner_quota_sync
-
+async def test_the_initial_default_rules_until_an_admin_saves_a_quota(cluster, core_v1, make_namespace):
+    """What PaddleCloudSpawner does before each start: the initial default (HubSettings.default_quota)
+    while no ConfigMap exists, then the ConfigMap; nothing limited means no ResourceQuota."""
     hub_ns, user_ns = make_namespace("hub"), make_namespace("paddlecloud-dora")
-    api = await make_api_client(cluster.kubeconfig)
+    api = KubeApi.connect(cluster.kubeconfig)
     try:
-        spawner = SimpleNamespace(api=SimpleNamespace(api_client=api), namespace=user_ns,
-                                  user=SimpleNamespace(name="dora", groups=[SimpleNamespace(name="ml")]),
-                                  log=logging.getLogger("test"))
-        hook = spawner_quota_sync(hub_namespace=hub_ns, initial_default={"gpus": 1, "memory": "8Gi"})
-        await hook(spawner)  # nothing saved yet: the initial default applies
+        store = KubernetesQuotaStore(api, hub_ns)
+        sync = QuotaSync(api, store, initial_default=Limits(gpus=1, memory="8Gi"))
+        await sync.sync_user("dora", ["ml"], namespace=user_ns)  # nothing saved yet: the initial default applies
         assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi"}
 
-        store = KubernetesQuotaStore(api, hub_ns)
         await store.update("groups", "ml", parse_patch({"gpus": 3}))  # now the ConfigMap rules
-        await hook(spawner)
+        await sync.sync_user("dora", ["ml"], namespace=user_ns)
         assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3"}
 
         await store.update("groups", "ml", parse_patch({"gpus": None}))  # nothing limited: no quota
-        await hook(spawner)
+        await sync.sync_user("dora", ["ml"], namespace=user_ns)
         with pytest.raises(kubernetes.client.ApiException) as gone:
             quota_status(core_v1, user_ns)
         assert gone.value.status == 404
@@ -170,7 +164,7 @@ async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, 
     import uuid
 
     from hubutil import LocalHub
-    from paddle_ext.quota.service import QuotaService
+    from paddle_ext.hub.quota_service import QuotaService
 
     prefix = f"pcq-{uuid.uuid4().hex[:6]}-"
     hub_ns = prefix + "hub"
@@ -202,7 +196,7 @@ async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, 
             assert "sync_errors" not in view  # admin has no namespace yet: skipped, written at spawn
             assert quota_status(core_v1, prefix + "ben").spec.hard == {"requests.nvidia.com/gpu": "1"}
             assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "4"}
-            assert quota_status(core_v1, prefix + "ann").metadata.annotations == {"paddlecloud.io/running-jobs": "2"}
+            assert quota_status(core_v1, prefix + "ann").metadata.annotations["paddlecloud.io/running-jobs"] == "2"
 
             await service.update("users", "ann", parse_patch({"gpus": 2}))
             assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "2"}
@@ -213,7 +207,7 @@ async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, 
             assert users["ann"]["used"]["running_jobs"] == 0 and users["ann"]["gpu_hours"] == {"7d": 0.0, "30d": 0.0}
             assert users["ben"]["sources"] == {"gpus": "default", "running_jobs": "default"}
         finally:
-            await service.store.api_client.close()
+            await service.store.api.close()
     finally:
         hub.stop()
         for name in names:

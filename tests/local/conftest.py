@@ -17,7 +17,7 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 def workdir(tmp_path_factory) -> Path:
     """The folder jobs start in: the example training script and the test scripts."""
     root = tmp_path_factory.mktemp("root")
-    shutil.copy(REPO / "examples" / "train.py", root / "train.py")
+    shutil.copy(REPO / "paddle_ext" / "examples" / "train.py", root / "train.py")
     for script in SCRIPTS.glob("*.py"):
         shutil.copy(script, root / script.name)
     return root

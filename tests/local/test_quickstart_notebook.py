@@ -1,4 +1,4 @@
-"""examples/quickstart.ipynb runs top to bottom in a real kernel: the launcher cell,
+"""paddle_ext/examples/quickstart.ipynb runs top to bottom in a real kernel: the launcher cell,
 the Python API (a real 2-worker Paddle job) and the CLI cells."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from nbclient import NotebookClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "paddle_ext" / "examples"
 
 
 def cell_text(cell) -> str:
@@ -31,7 +31,7 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
     shutil.copy(EXAMPLES / "train.py", tmp_path / "train.py")
     nb = nbformat.read(notebook_path, as_version=4)
     assert all(not cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), \
-        "examples/quickstart.ipynb must be committed without outputs"
+        "paddle_ext/examples/quickstart.ipynb must be committed without outputs"
 
     # The kernel inherits this environment, as it would from the user's server.
     monkeypatch.setenv("PADDLECLOUD_HOME", str(tmp_path / ".paddlecloud"))

@@ -161,7 +161,7 @@ async def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub,
         with pytest.raises(QuotaExceeded) as info:
             await backend.submit(JobSpec(command=("python", "train.py"), workers=5, gpus_per_worker=1))
         assert info.value.message == "Needs 5 GPUs; your quota is 4 and 0 are in use."
-        quota = await backend.quota()
+        quota = (await backend.quota()).to_dict()
         assert quota["limits"]["gpus"] == 4 and quota["sources"]["gpus"] == "group:ml"
     finally:
         for key, value in saved.items():

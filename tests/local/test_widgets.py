@@ -24,7 +24,8 @@ def wait_done(monitor, timeout=90):
 
 
 def test_launch_follow_and_reattach(client):
-    launcher = JobLauncher(client=client)
+    assert JobLauncher(client=client).workers.value == 1  # the one default, as for the API and the CLI
+    launcher = JobLauncher(client=client, workers=2)
     assert launcher.workers.value == 2 and launcher.launch_button.description == "Launch"
     launcher.command.value = "python ticker.py --count 5 --interval 0.1"
     launcher.env.value = "# comment\nGREETING=hi\n"

@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from paddle_ext.kubehub import (HubSettings, dataset_claims, notebook_datasets, notebook_environment, profile_list,
-                                profile_request, quota_refusal)
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.hub.settings import (HubSettings, dataset_claims, namespace_for, notebook_datasets,
+                                     notebook_environment, notebook_request, profile_list)
+from paddle_ext.quota.model import check_fits, resource_quota_terms
 
 DATASETS = [{"name": "imagenet", "mount_path": "/datasets/imagenet",
              "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
@@ -57,10 +59,26 @@ def test_notebook_mounts_and_claims_and_env():
     assert json.loads(env["PADDLECLOUD_DATASETS"].replace("{{", "{").replace("}}", "}"))[0]["name"] == "imagenet"
 
 
-def test_quota_refusal_names_quota_and_numbers():
+def test_a_notebook_is_checked_against_the_resource_quota_with_the_one_quota_message():
     quota = {"metadata": {"name": "paddlecloud-quota"},
              "status": {"hard": {"requests.nvidia.com/gpu": "2", "pods": "10"},
                         "used": {"requests.nvidia.com/gpu": "1", "pods": "1"}}}
-    assert quota_refusal(profile_request(8.0, 32 * 2**30, 1), quota) is None
-    message = quota_refusal(profile_request(32.0, "128G", 2), quota)
-    assert message.startswith("This server needs 2 GPUs") and "is 2 and 1 are in use" in message
+    limits, in_use = resource_quota_terms(quota)
+    check_fits(notebook_request(8.0, 32 * 2**30, 1), limits, [], in_use, subject="This server")
+    with pytest.raises(QuotaExceeded) as info:
+        check_fits(notebook_request(32.0, "128G", 2), limits, [], in_use, subject="This server")
+    assert info.value.message == "This server needs 2 GPUs; your quota is 2 and 1 are in use."
+
+
+def test_gpu_resource_name_is_a_setting():
+    settings = HubSettings(gpu_resource="amd.com/gpu")
+    gpu, _, _ = profile_list(settings)
+    assert gpu["kubespawner_override"]["extra_resource_limits"] == {"amd.com/gpu": "1"}
+
+
+def test_namespace_names_follow_kubespawner_escaping():
+    assert namespace_for("alice") == "paddlecloud-alice"
+    escaped = namespace_for("Alice@example.org")  # KubeSpawner's safe slug
+    assert escaped.startswith("paddlecloud-alice-example-org") and len(escaped) <= 63
+    with pytest.raises(ValueError, match="not a valid namespace name"):
+        namespace_for("a" * 60)

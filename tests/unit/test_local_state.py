@@ -2,7 +2,7 @@
 
 import pytest
 
-from paddle_ext.backends.base import check_against_options
+from paddle_ext.options import JobOptions
 from paddle_ext.backends.local import LogReader, job_phase, worker_state
 from paddle_ext.errors import SpecError
 from paddle_ext.spec import JobSpec
@@ -54,15 +54,12 @@ def test_pending_then_running():
 
 
 def test_options_bounds_images_and_datasets():
-    options = {
-        "bounds": {"workers": {"max": 4}, "gpus_per_worker": {"max": 0}, "cpu": {"max": "2"}, "memory": {"max": "4Gi"}},
-        "images": [{"name": "paddle:cpu"}],
-        "datasets": [{"name": "mnist"}],
-    }
-    check_against_options(JobSpec(command=["x"], workers=4, datasets=["mnist"], image="paddle:cpu"), options)
+    options = JobOptions.build("local", images=[{"name": "paddle:cpu"}], datasets=[{"name": "mnist"}],
+                               max_workers=4, max_gpus_per_worker=0, max_cpu="2", max_memory="4Gi")
+    options.check(JobSpec(command=["x"], workers=4, datasets=["mnist"], image="paddle:cpu"))
     with pytest.raises(SpecError) as info:
-        check_against_options(JobSpec(command=["x"], workers=5, gpus_per_worker=1, cpu="3", memory="8Gi",
-                                      image="other", datasets=["imagenet"]), options)
+        options.check(JobSpec(command=["x"], workers=5, gpus_per_worker=1, cpu="3", memory="8Gi",
+                              image="other", datasets=["imagenet"]))
     assert set(info.value.problems) == {"workers", "gpus_per_worker", "cpu", "memory", "image", "datasets"}
     assert "imagenet" in info.value.problems["datasets"] and "mnist" in info.value.problems["datasets"]
 
@@ -85,3 +82,20 @@ def test_a_worker_still_stopping_keeps_the_job_running():
     workers = [worker_state(0, exit_info(-15), True, True, marks), worker_state(1, exit_info(3), False, True, marks)]
     assert workers[0].phase == "Running"
     assert job_phase(workers, marks, None)[0] == "Running"
+
+
+def test_options_serialise_the_launchers_form_with_the_spec_defaults():
+    options = JobOptions.build("kubernetes", images=[{"name": "paddle:gpu", "description": "GPU"}],
+                               datasets=[{"name": "mnist", "mount_path": "/d/mnist", "volume": {"pvc": 1}}],
+                               max_workers=4, default_command=("python", "train.py"))
+    assert options.to_dict() == {
+        "backend": "kubernetes",
+        "images": [{"name": "paddle:gpu", "description": "GPU"}],
+        "datasets": [{"name": "mnist", "description": "", "mount_path": "/d/mnist"}],
+        "bounds": {"workers": {"min": 1, "max": 4}, "gpus_per_worker": {"min": 0, "max": 8},
+                   "cpu": {"max": "16"}, "memory": {"max": "64Gi"}},
+        "defaults": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi", "image": "paddle:gpu",
+                     "command": ["python", "train.py"]},
+    }
+    spec = JobSpec(command=["x"])
+    assert (spec.workers, spec.cpu, spec.memory) == (1, "1", "2Gi")  # the same defaults

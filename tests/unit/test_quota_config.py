@@ -6,7 +6,7 @@ import sys
 
 from traitlets.config import Config
 
-from paddle_ext.quota.hubconfig import configure_quota_service
+from paddle_ext.hub.quota_config import configure_quota_service
 
 
 def test_adds_service_scope_and_roles_to_an_empty_config(monkeypatch):
@@ -16,7 +16,7 @@ def test_adds_service_scope_and_roles_to_an_empty_config(monkeypatch):
     service = configure_quota_service(c, port=10101, admin_users=["carol"])
     assert c.JupyterHub.services == [service]
     assert service["url"] == "http://127.0.0.1:10101"
-    assert service["command"] == [sys.executable, "-m", "paddle_ext.quota.service"]
+    assert service["command"] == [sys.executable, "-m", "paddle_ext.hub.quota_service"]
     assert service["oauth_no_confirm"] is True
     assert service["oauth_client_allowed_scopes"] == ["custom:paddlecloud-quota:admin"]
     assert list(c.JupyterHub.custom_scopes) == ["custom:paddlecloud-quota:admin"]

@@ -80,7 +80,7 @@ async def test_quota_report_and_cli_table(setup, capsys):
     store.update_sync("groups", "ml", {"gpus": 4})
     hour_ago = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).isoformat()
     add_job(home, "resnet-3", workers=2, gpus=1, memory="4Gi", created=hour_ago)
-    report = await backend.quota()
+    report = (await backend.quota()).to_dict()
     assert report["user"] == "alice"
     assert report["limits"] == {"gpus": 4, "memory": "16Gi", "running_jobs": 3}
     assert report["sources"] == {"gpus": "group:ml", "memory": "default", "running_jobs": "default"}

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.quota import model
-from paddle_ext.quota.kube import namespace_for, user_resource_quota
-from paddle_ext.quota.model import (Entry, JobRecord, JobUsage, Limits, QuotaConfig, QuotaConflict,
-                                    QuotaInputError, apply_update, check_job, gpu_hours, parse_patch, resolve,
-                                    resource_quota_hard)
-from paddle_ext.quota.preflight import check_resource_quotas, running_jobs_cap
+from paddle_ext.quota.model import (Effective, Entry, JobRecord, JobUsage, Limits, QuotaConfig, QuotaConflict,
+                                    QuotaInputError, apply_update, check_fits, gpu_hours, parse_patch,
+                                    parse_quota_rejection, quota_sources, resolve, resource_quota_hard,
+                                    resource_quota_terms, running_jobs_cap)
 from paddle_ext.spec import JobSpec
+from paddle_ext.tenancy import user_resource_quota
 
 
 def test_parse_patch_normalizes_and_keeps_nulls():
@@ -97,27 +98,42 @@ def test_resolution_user_override_then_most_generous_group_then_default():
 
 def test_resource_quota_form():
     limits = Limits(gpus=2, cpu="8", memory="32Gi", pods=10, running_jobs=3)
+    sources = {"gpus": "group:ml", "cpu": "default", "memory": "default", "pods": "user", "running_jobs": "default"}
     assert resource_quota_hard(limits) == {"requests.nvidia.com/gpu": "2", "requests.cpu": "8",
                                            "requests.memory": "32Gi", "pods": "10"}
-    assert user_resource_quota("paddlecloud-alice", limits) == {
+    quota = user_resource_quota("paddlecloud-alice", Effective(limits, sources))
+    assert quota == {
         "apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": {"name": "paddlecloud-quota", "namespace": "paddlecloud-alice",
                      "labels": {"app.kubernetes.io/managed-by": "paddlecloud"},
-                     "annotations": {"paddlecloud.io/running-jobs": "3"}},
+                     "annotations": {"paddlecloud.io/running-jobs": "3",
+                                     "paddlecloud.io/quota-sources": json.dumps(sources, sort_keys=True)}},
         "spec": {"hard": {"requests.nvidia.com/gpu": "2", "requests.cpu": "8", "requests.memory": "32Gi",
                           "pods": "10"}}}
-    assert user_resource_quota("ns", Limits()) is None
-    assert running_jobs_cap([user_resource_quota("ns", limits)]) == 3
-    assert running_jobs_cap([user_resource_quota("ns", Limits(gpus=1))]) is None
-    assert namespace_for("alice") == "paddlecloud-alice"
-    escaped = namespace_for("Alice@example.org")  # KubeSpawner's safe slug
-    assert escaped.startswith("paddlecloud-alice-example-org") and len(escaped) <= 63
-    with pytest.raises(ValueError, match="not a valid namespace name"):
-        namespace_for("a" * 60)
+    assert user_resource_quota("ns", Effective(Limits(), {})) is None
+    assert running_jobs_cap([quota]) == 3 and quota_sources([quota]) == sources
+    assert running_jobs_cap([user_resource_quota("ns", Effective(Limits(gpus=1), {"gpus": "user"}))]) is None
+    # The same limits read back from the API server's view of that ResourceQuota.
+    status = {**quota, "status": {"hard": quota["spec"]["hard"],
+                                  "used": {"requests.nvidia.com/gpu": "1", "requests.memory": "34359738368"}}}
+    limits_back, in_use = resource_quota_terms(status)
+    assert limits_back == Limits(gpus=2, cpu="8", memory="32Gi", pods=10)
+    assert in_use == {"gpus": 1, "cpu": 0, "memory": 32 * 2**30, "pods": 0}
+
+
+def test_several_resources_of_one_field_count_the_tightest():
+    quota = {"status": {"hard": {"requests.cpu": "8", "limits.cpu": "4", "count/pods": "3"},
+                        "used": {"requests.cpu": "1", "limits.cpu": "3", "count/pods": "1"}}}
+    limits, in_use = resource_quota_terms(quota)
+    assert limits == Limits(cpu="4", pods=3) and in_use["cpu"] == 3
 
 
 def spec(**kw):
     return JobSpec(command=("python", "train.py"), name="new-job", **kw)
+
+
+def check_job(spec, limits, running, in_use=None):
+    check_fits(JobUsage.of_spec(spec), limits, running, in_use)
 
 
 def test_check_job_names_the_jobs_holding_resources():
@@ -136,14 +152,24 @@ def test_check_job_names_the_jobs_holding_resources():
     check_job(spec(workers=8, gpus_per_worker=8), Limits(), running)
 
 
-def test_kubernetes_preflight_names_holders_when_given():
+def test_kubernetes_quota_gives_the_same_message_and_names_holders():
     quota = {"status": {"hard": {"requests.nvidia.com/gpu": "2"}, "used": {"requests.nvidia.com/gpu": "2"}}}
     running = [JobUsage.of("resnet-3", {"workers": 2, "gpus_per_worker": 1}),
                JobUsage.of("cpu-only", {"workers": 1, "gpus_per_worker": 0})]
+    limits, in_use = resource_quota_terms(quota)
     with pytest.raises(QuotaExceeded) as info:
-        check_resource_quotas(spec(workers=4, gpus_per_worker=1), [quota], running=running)
-    assert info.value.message == ("Needs 4 GPUs (requests.nvidia.com/gpu); your quota is 2 and 2 are in use "
-                                  "by job resnet-3.")
+        check_job(spec(workers=4, gpus_per_worker=1), limits, running, in_use)
+    assert info.value.message == "Needs 4 GPUs; your quota is 2 and 2 are in use by job resnet-3."
+
+
+def test_the_api_servers_quota_rejection_reads_the_same():
+    text = ('pods "x-0" is forbidden: exceeded quota: paddlecloud-quota, requested: requests.nvidia.com/gpu=2, '
+            'used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=2')
+    assert parse_quota_rejection(text) == "Needs 2 GPUs; your quota is 2 and 1 are in use."
+    memory = ('exceeded quota: q, requested: requests.memory=4Gi, used: requests.memory=30Gi, '
+              'limited: requests.memory=32Gi')
+    assert parse_quota_rejection(memory) == "Needs 4Gi memory; your quota is 32Gi and 30Gi is in use."
+    assert parse_quota_rejection("something else") == "something else"
 
 
 def test_gpu_hours_windows_and_running_jobs():

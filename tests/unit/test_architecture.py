@@ -1,0 +1,106 @@
+"""The layout's rules, checked on the import graph (read from the source, nothing imported):
+
+- pure modules (spec, manifests, quota model, ...) import only other pure modules and the
+  standard library;
+- the notebook side never imports the hub side (`paddle_ext.hub`);
+- the quota package imports neither the backends nor the hub;
+- no cycle between the package's parts (each top-level module and each subpackage).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "paddle_ext"
+PURE = {
+    "paddle_ext.constants", "paddle_ext.quantity", "paddle_ext.timestamps", "paddle_ext.errors",
+    "paddle_ext.spec", "paddle_ext.options", "paddle_ext.jobs", "paddle_ext.launch", "paddle_ext.manifests",
+    "paddle_ext.tenancy", "paddle_ext.quota.model", "paddle_ext.backends.kubernetes_status",
+    "paddle_ext.hub.settings",
+}
+# hub.settings is pure but for yaml (values files) and kubespawner's name escaping.
+PURE_THIRD_PARTY = {"paddle_ext.hub.settings": {"yaml", "kubespawner"}}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Absolute names of everything `path` imports (relative imports resolved)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)  # `from . import tenancy`
+    return found
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+GRAPH = {name: {i for i in imports(path) if i in MODULES} for name, path in MODULES.items()}
+THIRD_PARTY = {name: {i.split(".")[0] for i in imports(path) if not i.startswith("paddle_ext")}
+               for name, path in MODULES.items()}
+
+
+def part(module: str) -> str:
+    """The unit of the layout a module belongs to: its subpackage, or itself at top level."""
+    pieces = module.split(".")
+    return ".".join(pieces[:2])
+
+
+@pytest.mark.parametrize("module", sorted(PURE))
+def test_pure_modules_import_only_pure_modules_and_the_standard_library(module):
+    assert module in MODULES, f"{module} is listed as pure but does not exist"
+    impure = GRAPH[module] - PURE - {"paddle_ext", "paddle_ext.quota", "paddle_ext.hub", "paddle_ext.backends"}
+    assert not impure, f"{module} imports {sorted(impure)}"
+    outside = {m for m in THIRD_PARTY[module] if m not in sys.stdlib_module_names and m != "__future__"}
+    assert outside <= PURE_THIRD_PARTY.get(module, set()), f"{module} imports {sorted(outside)}"
+
+
+def test_the_notebook_side_never_imports_the_hub_side():
+    offenders = {name: sorted(i for i in deps if i.startswith("paddle_ext.hub"))
+                 for name, deps in GRAPH.items() if not name.startswith("paddle_ext.hub")}
+    assert not {k: v for k, v in offenders.items() if v}
+
+
+def test_quota_imports_neither_backends_nor_hub():
+    for name, deps in GRAPH.items():
+        if name.startswith("paddle_ext.quota"):
+            assert not [d for d in deps if d.startswith(("paddle_ext.backends", "paddle_ext.hub"))], name
+
+
+def test_no_cycle_between_the_parts_of_the_package():
+    edges: dict[str, set[str]] = {}
+    for name, deps in GRAPH.items():
+        edges.setdefault(part(name), set()).update(part(d) for d in deps if part(d) != part(name))
+    edges.pop("paddle_ext", None)  # __init__ re-exports the public API; nothing imports it back
+    for deps in edges.values():
+        deps.discard("paddle_ext")
+    visiting, done = [], set()
+
+    def visit(node):
+        if node in done:
+            return
+        assert node not in visiting, "import cycle: " + " -> ".join(visiting[visiting.index(node):] + [node])
+        visiting.append(node)
+        for dep in sorted(edges.get(node, ())):
+            visit(dep)
+        visiting.pop()
+        done.add(node)
+
+    for node in sorted(edges):
+        visit(node)

@@ -1,0 +1,92 @@
+"""Reading credentials the way kubectl does: kubeconfig contexts, relative paths, inline
+data, several files, exec credential plugins; and the errors for what is not supported."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+
+import pytest
+import yaml
+
+from paddle_ext.kubeapi import (KubeConfigError, api_path, kubeconfig_credentials, run_exec_plugin,
+                                split_lines)
+
+
+def write(path, data):
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def config(server="https://127.0.0.1:6443", user=None, namespace=None, current="ctx"):
+    context = {"cluster": "c", "user": "u"}
+    if namespace:
+        context["namespace"] = namespace
+    return {"apiVersion": "v1", "kind": "Config", "current-context": current,
+            "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority": "pki/ca.crt"}}],
+            "users": [{"name": "u", "user": user or {"token": "abc"}}],
+            "contexts": [{"name": "ctx", "context": context}]}
+
+
+def test_current_context_namespace_and_paths_relative_to_the_file(tmp_path):
+    path = write(tmp_path / "kubeconfig", config(namespace="team-a", user={
+        "client-certificate": "pki/admin.crt", "client-key": "/abs/admin.key"}))
+    creds = kubeconfig_credentials(path)
+    assert creds.server == "https://127.0.0.1:6443" and creds.namespace == "team-a"
+    assert creds.ca_file == str(tmp_path / "pki" / "ca.crt")
+    assert creds.cert_file == str(tmp_path / "pki" / "admin.crt") and creds.key_file == "/abs/admin.key"
+
+
+def test_inline_data_and_a_named_context_from_the_second_file(tmp_path):
+    first = write(tmp_path / "one", config())
+    second = config(user={"client-certificate-data": base64.b64encode(b"CERT").decode(),
+                          "client-key-data": base64.b64encode(b"KEY").decode()})
+    second["contexts"][0]["name"] = "other"
+    second["clusters"][0]["name"] = "c"
+    other = write(tmp_path / "two", second)
+    creds = kubeconfig_credentials(f"{first}{os.pathsep}{other}", context="other")
+    # kubectl's merge rule: the first file's cluster and user named c/u win.
+    assert creds.token == "abc" and creds.cert_data is None
+
+
+def test_unsupported_or_broken_configs_are_named(tmp_path):
+    with pytest.raises(KubeConfigError, match="No kubeconfig found"):
+        kubeconfig_credentials(str(tmp_path / "missing"))
+    path = write(tmp_path / "gcp", config(user={"auth-provider": {"name": "gcp"}}))
+    with pytest.raises(KubeConfigError, match="auth-provider"):
+        kubeconfig_credentials(path)
+    path = write(tmp_path / "nocontext", config(current=""))
+    with pytest.raises(KubeConfigError, match="no current context"):
+        kubeconfig_credentials(path)
+    with pytest.raises(KubeConfigError, match="no context named 'nope'"):
+        kubeconfig_credentials(write(tmp_path / "ok", config()), context="nope")
+
+
+def test_exec_plugin_token_and_failure(tmp_path):
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text('#!/bin/sh\necho "{\\"kind\\": \\"ExecCredential\\", \\"status\\": {\\"token\\": \\"$TOKEN\\", '
+                      '\\"expirationTimestamp\\": \\"2099-01-01T00:00:00Z\\"}}"\n')
+    plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
+    result = run_exec_plugin({"command": str(plugin), "env": [{"name": "TOKEN", "value": "t0k"}]})
+    assert result.token == "t0k" and result.expires.year == 2099
+    failing = tmp_path / "fail.sh"
+    failing.write_text("#!/bin/sh\necho 'login first' >&2\nexit 3\n")
+    failing.chmod(failing.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(KubeConfigError, match="exited with 3: login first"):
+        run_exec_plugin({"command": str(failing)})
+
+
+def test_paths():
+    assert api_path("v1", "pods", "ns", "p-0", "log") == "/api/v1/namespaces/ns/pods/p-0/log"
+    assert api_path("batch/v1", "jobs", "ns") == "/apis/batch/v1/namespaces/ns/jobs"
+    assert api_path("v1", "nodes") == "/api/v1/nodes"
+
+
+async def test_split_lines_joins_lines_across_chunks():
+    async def chunks():
+        for part in (b"one\ntw", b"o\n", b"", b"thr", b"ee"):
+            yield part
+
+    assert [line async for line in split_lines(chunks())] == [b"one", b"two", b"three"]
