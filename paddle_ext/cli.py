@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Sequence
 
@@ -79,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cancel = commands.add_parser("cancel", parents=[common], help="stop a job")
     cancel.add_argument("name")
+
+    code = commands.add_parser("code", parents=[common], help="get back the code a job ran")
+    code.add_argument("name")
+    code.add_argument("--output", "-o", help="folder to write it to (default: ./<name>-code; must be empty)")
 
     quota = commands.add_parser("quota", parents=[common], help="show your limits and usage")
     quota.add_argument("--json", action="store_true")
@@ -164,6 +169,14 @@ def run_command(client: JobClient, args: argparse.Namespace) -> int:
     if args.command == "cancel":
         job = client.cancel(args.name)
         print(f"{job.name} {job.phase}")
+        return 0
+    if args.command == "code":
+        output = os.path.abspath(args.output or f"{args.name}-code")
+        if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
+            raise UsageError(f"{output} exists and is not an empty folder; choose another --output")
+        written = client.code(args.name, output)
+        job = client.get(args.name)
+        print(f"{len(written)} files of {args.name} ({(job.code or {}).get('digest')}) in {output}")
         return 0
     if args.command == "quota":
         quota = client.quota()

@@ -23,6 +23,7 @@ from .jobs import Job
 from .options import JobOptions
 from .quota.model import QuotaReport
 from .spec import JobSpec
+from .workspace import unpack
 
 
 class _LoopThread:
@@ -52,10 +53,16 @@ class JobClient:
     def _run(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, _LoopThread.loop()).result()
 
-    def submit(self, spec: JobSpec | Mapping[str, Any]) -> Job:
+    def submit(self, spec: JobSpec | Mapping[str, Any], workdir: str | None = None) -> Job:
+        """Start a job that runs in `workdir` (default: the current folder, e.g. the
+        notebook's); its code is recorded, and on Kubernetes shipped with the job."""
         if not isinstance(spec, JobSpec):
             spec = JobSpec.from_dict(spec)
-        return self._run(self.backend.submit(spec))
+        return self._run(self.backend.submit(spec, workdir))
+
+    def code(self, name: str, output: str) -> list[str]:
+        """Write the code job `name` ran into the folder `output`; the files written."""
+        return unpack(self._run(self.backend.code_archive(name)), output)
 
     def list(self) -> list[Job]:
         return self._run(self.backend.list())

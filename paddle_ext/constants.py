@@ -17,6 +17,8 @@ USER_LABEL = f"{LABEL_PREFIX}/user"
 KIND_LABEL = f"{LABEL_PREFIX}/kind"
 CANCELLED_ANNOTATION = f"{LABEL_PREFIX}/cancelled"
 SPEC_ANNOTATION = f"{LABEL_PREFIX}/spec"
+CODE_ANNOTATION = f"{LABEL_PREFIX}/code"  # what the job ran (workspace.CodeSnapshot.record)
+OUTPUTS_ANNOTATION = f"{LABEL_PREFIX}/outputs"  # where its outputs are kept (jobs.outputs_record)
 # The running-jobs cap and where each limit comes from ride on the user's ResourceQuota:
 # the API server cannot count *running* jobs (`count/jobs.batch` counts finished Jobs too).
 RUNNING_JOBS_ANNOTATION = f"{LABEL_PREFIX}/running-jobs"
@@ -50,6 +52,11 @@ USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 IMAGES_ENV = "PADDLECLOUD_IMAGES"
 DATASETS_ENV = "PADDLECLOUD_DATASETS"
 JOB_NAME_ENV = "PADDLECLOUD_JOB_NAME"
+OUTPUT_DIR_ENV = "PADDLECLOUD_OUTPUT_DIR"
+# A shared (ReadWriteMany) workspace that notebooks and jobs both mount, set by the hub:
+WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
+WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"
+OUTPUTS_FOLDER = "paddlecloud-outputs"  # on the shared workspace: <mount>/paddlecloud-outputs/<job>
 DATASET_ENV_PREFIX = "PADDLECLOUD_DATASET_"
 # Test seam, the only one in product code: the cluster tier runs a notebook pod's
 # command as a host process and hands it the pod's service-account files here.

@@ -48,10 +48,12 @@ class InvalidRequest(PaddleCloudError):
     status = 400
 
 
-class JobNotFound(PaddleCloudError):
+class NotFound(PaddleCloudError):
     code = "not_found"
     status = 404
 
+
+class JobNotFound(NotFound):
     def __init__(self, name: str):
         super().__init__(f"No job named '{name}'.")
         self.name = name

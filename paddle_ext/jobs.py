@@ -65,6 +65,8 @@ class Job:
     finished: str | None = None
     worker_states: tuple[WorkerState, ...] = ()
     backend: str = ""
+    code: dict | None = None  # workspace.CodeSnapshot.record(): what the job ran
+    outputs: dict | None = None  # OutputsRecord: where the job's outputs are kept, if anywhere
 
     @property
     def done(self) -> bool:
@@ -75,5 +77,11 @@ class Job:
             "name": self.name, "phase": str(self.phase), "workers": self.workers, "spec": self.spec,
             "reason": str(self.reason), "message": self.message, "created": self.created,
             "finished": self.finished, "worker_states": [w.to_dict() for w in self.worker_states],
-            "backend": self.backend,
+            "backend": self.backend, "code": self.code, "outputs": self.outputs,
         }
+
+
+def outputs_record(path: str | None, kept: bool, note: str = "") -> dict:
+    """The job's `outputs` field: the folder workers see as $PADDLECLOUD_OUTPUT_DIR, and
+    whether it outlives the job's pods (readable from the notebook afterwards)."""
+    return {"path": path, "kept": kept, "note": note}

@@ -13,11 +13,24 @@ from typing import Any, Callable
 
 from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, CONTAINER_NAME, GPU_RESOURCE, JOB_LABEL,
                         JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MASTER_PORT,
-                        SPEC_ANNOTATION, USER_LABEL)
+                        OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
+from .jobs import outputs_record
 from .launch import launch_argv
 from .spec import JobSpec
 
 SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
+LAUNCH_LOG_DIR = "/tmp/paddlecloud-launch"  # Paddle's launcher writes its own logs; keep them out of the code
+CODE_MOUNT = "/var/run/paddlecloud/code"
+CODE_KEY = "code.tar.gz"
+UNKEPT_OUTPUTS = "/tmp/paddlecloud-outputs"
+# The init container: unpack the code (if it travels) into the job's folder, make the
+# output folder. Python's own tarfile, so any image that can run Paddle can run it.
+PREPARE_SCRIPT = ("import os, sys, tarfile\n"
+                  "archive, folder, outputs = sys.argv[1:4]\n"
+                  "if archive:\n    tarfile.open(archive).extractall(folder)\n"
+                  "os.makedirs(outputs, exist_ok=True)\n")
+NO_OUTPUTS_NOTE = ("This cluster keeps no job outputs: it has no shared workspace, so what workers write "
+                   "is gone with their pods. Write results to a dataset volume or ask an admin for a workspace.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +51,10 @@ class ManifestSettings:
     run_as_user: int = 1000
     service_account: str = ""
     pod_annotations: tuple[tuple[str, str], ...] = ()
+    workdir: str = ""  # the folder the job runs in, the same absolute path as in the notebook
+    code_configmap: str = ""  # the ConfigMap that carries the code; empty: the job runs from the workspace
+    workspace: dict | None = None  # a shared (ReadWriteMany) volume source, mounted as in notebooks
+    workspace_mount: str = ""
 
 
 def labels(spec: JobSpec, settings: ManifestSettings) -> dict[str, str]:
@@ -120,8 +137,60 @@ def container_security_context() -> dict:
     }
 
 
-def _env(spec: JobSpec, with_index: bool) -> list[dict]:
-    env = [{"name": JOB_NAME_ENV, "value": spec.name}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+def runs_in_workspace(settings: ManifestSettings) -> bool:
+    """The job's folder is on the shared workspace: it runs there, no code travels."""
+    if not (settings.workspace and settings.workdir and settings.workspace_mount):
+        return False
+    mount = settings.workspace_mount.rstrip("/") + "/"
+    return (settings.workdir.rstrip("/") + "/").startswith(mount)
+
+
+def outputs(spec: JobSpec, settings: ManifestSettings) -> dict:
+    """Where the job's $PADDLECLOUD_OUTPUT_DIR is, and whether it outlives the pods."""
+    if runs_in_workspace(settings):
+        return outputs_record(f"{settings.workdir.rstrip('/')}/{OUTPUTS_FOLDER}/{spec.name}", kept=True)
+    return outputs_record(f"{UNKEPT_OUTPUTS}/{spec.name}", kept=False, note=NO_OUTPUTS_NOTE)
+
+
+def code_configmap(spec: JobSpec, settings: ManifestSettings, archive_base64: str) -> dict:
+    """The job's code, immutable; the backend makes the job its owner."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": {"name": settings.code_configmap, "namespace": settings.namespace,
+                         "labels": labels(spec, settings)},
+            "binaryData": {CODE_KEY: archive_base64}}
+
+
+def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dict], list[dict], dict | None]:
+    """(volumes, mounts, init container) that put the job's folder in place: the shared
+    workspace where the folder lives, or an emptyDir at the same path filled from the code."""
+    if not settings.workdir:
+        return [], [], None
+    volumes, mounts, archive = [], [], ""
+    if runs_in_workspace(settings):
+        volumes.append({"name": "workspace", **settings.workspace})
+        mounts.append({"name": "workspace", "mountPath": settings.workspace_mount})
+    else:
+        volumes.append({"name": "workdir", "emptyDir": {}})
+        mounts.append({"name": "workdir", "mountPath": settings.workdir})
+    init_mounts = list(mounts)
+    if settings.code_configmap and not runs_in_workspace(settings):
+        volumes.append({"name": "code", "configMap": {"name": settings.code_configmap}})
+        init_mounts.append({"name": "code", "mountPath": CODE_MOUNT, "readOnly": True})
+        archive = f"{CODE_MOUNT}/{CODE_KEY}"
+    init = {
+        "name": "prepare",
+        "image": spec.image or settings.image,
+        "command": ["python", "-c", PREPARE_SCRIPT, archive, settings.workdir, outputs(spec, settings)["path"]],
+        "resources": resources(spec, settings),  # as the worker's: the pod's request stays the worker's
+        "securityContext": container_security_context(),
+        "volumeMounts": init_mounts,
+    }
+    return volumes, mounts, init
+
+
+def _env(spec: JobSpec, settings: ManifestSettings, with_index: bool) -> list[dict]:
+    env = [{"name": JOB_NAME_ENV, "value": spec.name}, {"name": "PYTHONUNBUFFERED", "value": "1"},
+           {"name": OUTPUT_DIR_ENV, "value": outputs(spec, settings)["path"]}]
     if with_index:
         # Declared explicitly so "$(JOB_COMPLETION_INDEX)" expands in the command.
         env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
@@ -134,16 +203,21 @@ def pod_spec(spec: JobSpec, settings: ManifestSettings, command: list[str], with
     volumes, mounts = dataset_volumes(spec, settings)
     volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}})
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    folder_volumes, folder_mounts, init = workspace_parts(spec, settings)
+    volumes += folder_volumes
+    mounts += folder_mounts
     container = {
         "name": CONTAINER_NAME,
         "image": spec.image or settings.image,
         "command": command,
-        "env": _env(spec, with_index),
+        "env": _env(spec, settings, with_index),
         "ports": [{"name": "paddle-master", "containerPort": settings.master_port}],
         "resources": resources(spec, settings),
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
+    if settings.workdir:
+        container["workingDir"] = settings.workdir
     pod = {
         "restartPolicy": "Never",
         "securityContext": pod_security_context(settings),
@@ -151,6 +225,8 @@ def pod_spec(spec: JobSpec, settings: ManifestSettings, command: list[str], with
         "volumes": volumes,
         "enableServiceLinks": False,
     }
+    if init is not None:
+        pod["initContainers"] = [init]
     if settings.service_account:
         pod["serviceAccountName"] = settings.service_account
     if spec.gpus_per_worker:
@@ -184,9 +260,12 @@ def headless_service(spec: JobSpec, settings: ManifestSettings) -> dict:
     }
 
 
-def indexed_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> dict:
+def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> dict:
+    # Worker i advertises its own DNS name; worker 0's equals the master's host, which is
+    # what makes Paddle's launcher start the master there (it compares the two strings).
     master = f"{spec.name}-0.{spec.name}:{settings.master_port}"
-    command = launch_argv(spec, master, "$(JOB_COMPLETION_INDEX)")
+    command = launch_argv(spec, master, "$(JOB_COMPLETION_INDEX)", log_dir=LAUNCH_LOG_DIR,
+                          host=f"{spec.name}-$(JOB_COMPLETION_INDEX).{spec.name}")
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": spec.workers,
@@ -208,14 +287,13 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") 
         job_spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
     if settings.queue_name:
         job_spec["suspend"] = True  # Kueue admits (unsuspends) it when the quota allows
-    annotations = {SPEC_ANNOTATION: spec_json} if spec_json else None
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(spec, settings, annotations),
             "spec": job_spec}
 
 
-def paddle_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> dict:
+def paddle_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> dict:
     """Kubeflow training-operator v1.9 PaddleJob: the operator sets PADDLE_MASTER and rank."""
-    command = launch_argv(spec, None, None)
+    command = launch_argv(spec, None, None, log_dir=LAUNCH_LOG_DIR)
     run_policy: dict[str, Any] = {"backoffLimit": 0, "cleanPodPolicy": "Running"}
     if spec.max_runtime_seconds:
         run_policy["activeDeadlineSeconds"] = spec.max_runtime_seconds
@@ -223,7 +301,6 @@ def paddle_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -
         run_policy["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
     if settings.queue_name:
         run_policy["suspend"] = True
-    annotations = {SPEC_ANNOTATION: spec_json} if spec_json else None
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PaddleJob",
@@ -242,12 +319,12 @@ def paddle_job(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -
     }
 
 
-def indexed_job_objects(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> list[dict]:
-    return [headless_service(spec, settings), indexed_job(spec, settings, spec_json)]
+def indexed_job_objects(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> list[dict]:
+    return [headless_service(spec, settings), indexed_job(spec, settings, annotations)]
 
 
-def paddle_job_objects(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> list[dict]:
-    return [paddle_job(spec, settings, spec_json)]
+def paddle_job_objects(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> list[dict]:
+    return [paddle_job(spec, settings, annotations)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,7 +334,7 @@ class JobKind:
     name: str
     api_version: str
     plural: str
-    build: Callable[[JobSpec, ManifestSettings, str], list[dict]]
+    build: Callable[[JobSpec, ManifestSettings, dict | None], list[dict]]
     with_service: bool  # the headless Service is created apart and made owned by the job
 
     def suspend_patch(self, cancelled_at: str) -> dict:
@@ -272,6 +349,6 @@ JOB_KINDS = {
 }
 
 
-def job_objects(spec: JobSpec, settings: ManifestSettings, spec_json: str = "") -> list[dict]:
-    """Everything to create for a job, in creation order."""
-    return JOB_KINDS[settings.kind].build(spec, settings, spec_json)
+def job_objects(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> list[dict]:
+    """Everything to create for a job, in creation order (the code's ConfigMap apart)."""
+    return JOB_KINDS[settings.kind].build(spec, settings, annotations)

@@ -17,11 +17,12 @@ from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ..constants import BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
-from ..errors import InvalidRequest, PaddleCloudError
+from ..errors import InvalidRequest, NotFound, PaddleCloudError
 from ..jobs import Job
 from ..options import JobOptions
 from ..quota.model import JobUsage, QuotaReport
 from ..spec import JobSpec
+from ..workspace import DEFAULT_MAX_BYTES
 
 
 class JobBackend(LoggingConfigurable):
@@ -46,6 +47,9 @@ class JobBackend(LoggingConfigurable):
     max_cpu = Unicode("16", help="Most CPU one worker may ask for (a Kubernetes quantity).").tag(config=True)
     max_memory = Unicode("64Gi", help="Most memory one worker may ask for (a Kubernetes quantity).").tag(config=True)
     default_command = List(Unicode(), help="Command preselected in the launcher.").tag(config=True)
+    code_max_bytes = Integer(DEFAULT_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
+        Kubernetes without a shared workspace the snapshot travels in a ConfigMap, which holds at most
+        1 MiB; a bigger folder is refused, naming its largest files.""").tag(config=True)
 
     @default("images")
     def _default_images(self):
@@ -71,7 +75,8 @@ class JobBackend(LoggingConfigurable):
         self.options().check(spec)
         return spec.with_name()
 
-    async def submit(self, spec: JobSpec) -> Job:
+    async def submit(self, spec: JobSpec, workdir: str | None = None) -> Job:
+        """Start the job in `workdir` (default: the backend's working folder) and record its code."""
         raise NotImplementedError
 
     async def list(self) -> list[Job]:
@@ -99,6 +104,10 @@ class JobBackend(LoggingConfigurable):
         async for index, line in merge_streams(streams, interleave=follow):
             yield prefix_line(index, line) if prefixed else line
 
+    async def code_archive(self, name: str) -> bytes:
+        """The gzipped tar of the code the job ran (workspace.snapshot)."""
+        raise NotImplementedError
+
     async def quota(self) -> QuotaReport:
         """The current user's limits, usage and GPU-hours."""
         raise NotImplementedError
@@ -109,6 +118,13 @@ class JobBackend(LoggingConfigurable):
 
     async def close(self) -> None:
         """Release connections."""
+
+
+def code_not_stored(job: Job) -> NotFound:
+    record = job.code or {}
+    why = (f"its folder {record['workdir']} was too big to keep" if record.get("workdir")
+           else "it was submitted before jobs recorded their code")
+    return NotFound(f"The code of job '{job.name}' was not kept: {why}.")
 
 
 def check_worker(job: Job, worker: int | None) -> None:

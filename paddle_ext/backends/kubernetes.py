@@ -10,23 +10,28 @@ are caught where they happen.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
+import os
 from decimal import Decimal
 from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import CONTAINER_NAME, GPU_RESOURCE, JOB_LABEL, MASTER_PORT, QUOTA_NAME
+from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION,
+                         QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path, split_lines
-from ..manifests import JOB_KINDS, JobKind, ManifestSettings, label_selector
+from ..manifests import (CODE_KEY, JOB_KINDS, JobKind, ManifestSettings, code_configmap, label_selector, outputs,
+                         runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
                            report, resource_quota_terms, running_jobs_cap)
 from ..spec import JobSpec
 from ..timestamps import now, now_iso
-from .base import JobBackend
+from ..workspace import CodeSnapshot, CodeTooLarge, record_in_place, snapshot
+from .base import JobBackend, code_not_stored
 from .identity import current_user
 from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
 
@@ -67,6 +72,11 @@ class KubernetesBackend(JobBackend):
     run_as_user = Integer(1000, help="UID the worker containers run as (non-root).").tag(config=True)
     service_account = Unicode("", help="Service account of worker pods; empty for the namespace default.").tag(config=True)
     pod_annotations = Dict(help="Extra annotations on every worker pod.").tag(config=True)
+    workspace = Dict(help="""A shared (ReadWriteMany) volume that notebooks and jobs both mount, e.g. the users'
+        home volumes on CephFS/NFS: {"volume": {"persistentVolumeClaim": {"claimName": "home-alice"}},
+        "mount_path": "/home/jovyan"}. A job submitted from a folder on it runs there and keeps its outputs
+        in paddlecloud-outputs/<job>/ beside its code; other jobs get a snapshot of their folder. Default:
+        from $PADDLECLOUD_WORKSPACE_CLAIM and $PADDLECLOUD_WORKSPACE_MOUNT (set by the hub).""").tag(config=True)
     user = Unicode(help="User name recorded on job labels and shown with the quota. Default: $JUPYTERHUB_USER, "
                         "else the OS user.").tag(config=True)
     log_retry_seconds = Float(1.0, help="Wait between attempts to (re)attach to a worker's log.").tag(config=True)
@@ -83,6 +93,13 @@ class KubernetesBackend(JobBackend):
     @default("user")
     def _default_user(self):
         return current_user()
+
+    @default("workspace")
+    def _default_workspace(self):
+        claim, mount = os.environ.get(WORKSPACE_CLAIM_ENV), os.environ.get(WORKSPACE_MOUNT_ENV)
+        if not (claim and mount):
+            return {}
+        return {"volume": {"persistentVolumeClaim": {"claimName": claim}}, "mount_path": mount}
 
     def __init__(self, api: KubeApi | None = None, **kwargs):
         """`api`: an API client to share (the caller closes it); else one of its own."""
@@ -128,7 +145,8 @@ class KubernetesBackend(JobBackend):
     def _job_path(self, name: str | None = None) -> str:
         return api_path(self.kind.api_version, self.kind.plural, self.namespace, name)
 
-    def settings(self) -> ManifestSettings:
+    def settings(self, spec: JobSpec | None = None, workdir: str = "", code_shipped: bool = False
+                 ) -> ManifestSettings:
         return ManifestSettings(
             namespace=self.namespace,
             image=self.options().default_image or self.image,
@@ -144,6 +162,10 @@ class KubernetesBackend(JobBackend):
             run_as_user=self.run_as_user,
             service_account=self.service_account,
             pod_annotations=tuple(sorted(self.pod_annotations.items())),
+            workdir=workdir,
+            code_configmap=f"{spec.name}-code" if spec is not None and code_shipped else "",
+            workspace=self.workspace.get("volume"),
+            workspace_mount=self.workspace.get("mount_path", ""),
         )
 
     # ------------------------------------------------------------ submit
@@ -176,41 +198,74 @@ class KubernetesBackend(JobBackend):
                     check_fits(request, limits, running, in_use)
                 raise
 
-    async def submit(self, spec: JobSpec) -> Job:
+    def code_for(self, spec: JobSpec, workdir: str) -> CodeSnapshot:
+        """The folder's snapshot: shipped with the job (refused over the cap), or, for a
+        folder on the shared workspace, recorded and kept when small enough."""
+        if runs_in_workspace(self.settings(spec, workdir)):
+            return record_in_place(workdir, self.code_max_bytes)
+        return snapshot(workdir, self.code_max_bytes)
+
+    async def submit(self, spec: JobSpec, workdir: str | None = None) -> Job:
         spec = self.validate(spec)
+        workdir = os.path.abspath(workdir or os.getcwd())
+        if not os.path.isdir(workdir):
+            raise InvalidRequest(f"The folder {workdir} to run the job in does not exist.")
         await self.preflight(spec)
-        objects = self.kind.build(spec, self.settings(), json.dumps(spec.to_dict()))
+        code = await asyncio.to_thread(self.code_for, spec, workdir)
+        settings = self.settings(spec, workdir, code_shipped=code.archive is not None)
+        annotations = {SPEC_ANNOTATION: json.dumps(spec.to_dict()), CODE_ANNOTATION: json.dumps(code.record()),
+                       OUTPUTS_ANNOTATION: json.dumps(outputs(spec, settings))}
+        objects = self.kind.build(spec, settings, annotations)
         job_object = objects[-1]
         service = objects[0] if self.kind.with_service else None
-        created_service = await self._ensure_service(spec.name, service) if service else False
+        created: list[str] = []  # paths of what this submit made, removed again if it fails
         try:
-            created = await self._call("create jobs", "create", self._job_path(), body=job_object, expect=(409,))
-        except KubeApiError as exc:  # 409: the name is taken
-            raise JobExists(spec.name) from exc
+            if service:
+                await self._create_part(spec.name, self._path("services"), service, created)
+            if settings.code_configmap:
+                archive = base64.b64encode(code.archive).decode()
+                await self._create_part(spec.name, self._path("configmaps"),
+                                        code_configmap(spec, settings, archive), created)
+            try:
+                job = await self._call("create jobs", "create", self._job_path(), body=job_object, expect=(409,))
+            except KubeApiError as exc:  # 409: the name is taken
+                raise JobExists(spec.name) from exc
         except PaddleCloudError:
-            if created_service:
-                await self._delete_service(spec.name)  # leave no half-created job behind
+            for path in created:
+                await self._delete(path)  # leave no half-created job behind
             raise
-        if service:
-            await self._adopt_service(spec.name, created["metadata"])
-        self.log.info("Submitted job %s/%s with %d workers", self.namespace, spec.name, spec.workers)
-        return job_from_objects(created, [], [], gpu_resource=self.gpu_resource)
+        for path in created:
+            await self._adopt(path, job)
+        self.log.info("Submitted job %s/%s with %d workers (code %s)", self.namespace, spec.name, spec.workers,
+                      code.digest)
+        return job_from_objects(job, [], [], gpu_resource=self.gpu_resource)
 
-    async def _ensure_service(self, name: str, service: dict) -> bool:
-        """Create the headless Service; True if this call created it.
-
-        An existing Service of ours without its Job is left from an earlier try (safe
-        to reuse); one whose Job exists, or one that is not ours, means the name is taken."""
+    async def code_archive(self, name: str) -> bytes:
+        job = await self.get(name)
         try:
-            await self._call("create services", "create", self._path("services"), body=service, expect=(409,))
-            return True
+            configmap = await self._call("read configmaps", "get", self._path("configmaps", f"{name}-code"),
+                                         expect=(404,))
         except KubeApiError:
-            pass
-        existing = await self._call("read services", "get", self._path("services", name))
-        ours = (existing["metadata"].get("labels") or {}).get(JOB_LABEL) == name
-        if not ours or await self._job_exists(name):
-            raise JobExists(name)
-        return False
+            raise code_not_stored(job) from None
+        return base64.b64decode((configmap.get("binaryData") or {})[CODE_KEY])
+
+    async def _create_part(self, name: str, collection: str, body: dict, created: list[str]) -> None:
+        """Create a part of job `name` (its Service, its code) and note its path in `created`.
+
+        One of ours already there without its job is left from an earlier try that died
+        half-way: it is replaced. One whose job exists, or that is not ours, means the
+        name is taken."""
+        path = f"{collection}/{body['metadata']['name']}"
+        try:
+            await self._call("create the job's parts", "create", collection, body=body, expect=(409,))
+        except KubeApiError:
+            existing = await self._call("read the job's parts", "get", path)
+            ours = (existing["metadata"].get("labels") or {}).get(JOB_LABEL) == name
+            if not ours or await self._job_exists(name):
+                raise JobExists(name) from None
+            await self._delete(path)
+            await self._call("create the job's parts", "create", collection, body=body)
+        created.append(path)
 
     async def _job_exists(self, name: str) -> bool:
         try:
@@ -219,16 +274,16 @@ class KubernetesBackend(JobBackend):
         except KubeApiError:
             return False
 
-    async def _adopt_service(self, name: str, job_metadata: dict) -> None:
-        """Make the Job own its Service, so deleting the Job deletes the Service too."""
-        owner = {"apiVersion": self.kind.api_version, "kind": "Job", "name": name, "uid": job_metadata["uid"],
-                 "controller": False, "blockOwnerDeletion": False}
-        await self._call("update services", "patch", self._path("services", name),
-                         body={"metadata": {"ownerReferences": [owner]}})
+    async def _adopt(self, path: str, job: dict) -> None:
+        """Make the job own the object at `path`, so deleting the job deletes it too."""
+        owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": job["metadata"]["name"],
+                 "uid": job["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}
+        await self._call("update objects of the job", "patch", path, body={"metadata": {"ownerReferences": [owner]}})
 
-    async def _delete_service(self, name: str) -> None:
+    async def _delete(self, path: str) -> None:
+        """Delete the object at `path`; one already gone is fine."""
         try:
-            await self._call("delete services", "delete", self._path("services", name), expect=(404,))
+            await self._call("delete objects of the job", "delete", path, expect=(404,))
         except KubeApiError:
             pass
 
@@ -292,7 +347,7 @@ class KubernetesBackend(JobBackend):
         await self._call("delete pods", "delete", self._path("pods"), labelSelector=label_selector(name),
                          gracePeriodSeconds=5, propagationPolicy="Background")
         if self.kind.with_service:
-            await self._delete_service(name)
+            await self._delete(self._path("services", name))
         self.log.info("Cancelled job %s/%s", self.namespace, name)
         return await self.get(name)
 

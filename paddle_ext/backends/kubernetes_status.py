@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from ..constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, GPU_RESOURCE, KUBEFLOW_INDEX_LABEL,
-                         SPEC_ANNOTATION)
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, GPU_RESOURCE,
+                         KUBEFLOW_INDEX_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quota.model import parse_quota_rejection
 
@@ -152,10 +152,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
                      max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE) -> Job:
     metadata = job["metadata"]
     annotations = metadata.get("annotations") or {}
-    try:
-        spec = json.loads(annotations.get(SPEC_ANNOTATION) or "{}")
-    except json.JSONDecodeError:
-        spec = {}
+    spec = _json_annotation(annotations, SPEC_ANNOTATION) or {}
     count = spec.get("workers") or (job.get("spec") or {}).get("completions") or len(pods_by_worker(pods)) or 1
     workers = pods_by_worker(pods)
     cancelled = CANCELLED_ANNOTATION in annotations
@@ -188,7 +185,16 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
+        code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
     )
+
+
+def _json_annotation(annotations: dict, key: str) -> dict | None:
+    try:
+        value = json.loads(annotations.get(key) or "null")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str) -> int:

@@ -21,16 +21,18 @@ from typing import AsyncIterator
 
 from traitlets import Float, Unicode, default
 
-from ..constants import JOB_NAME_ENV, QUOTA_FILE_ENV, dataset_env_name, paddlecloud_home
-from ..errors import BackendUnavailable, JobExists, JobNotFound
-from ..jobs import Job, Phase, Reason, WorkerState
+from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, dataset_env_name,
+                         paddlecloud_home)
+from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
+from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
 from ..launch import launch_argv
 from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import NAME_PATTERN, JobSpec
 from ..timestamps import now, now_iso
+from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
-from .base import JobBackend
+from .base import JobBackend, code_not_stored
 from .identity import current_groups, current_user
 from .local_supervisor import stop_group
 
@@ -95,7 +97,8 @@ class LocalBackend(JobBackend):
     name = "local"
 
     home = Unicode(help="State folder (jobs, logs). Default: $PADDLECLOUD_HOME or ~/.paddlecloud.").tag(config=True)
-    working_dir = Unicode(help="Folder jobs start in (relative paths in commands resolve here). Default: the current folder.").tag(config=True)
+    working_dir = Unicode("", help="Folder jobs run in when the submit names none (relative paths in commands "
+                              "resolve there). Default: the current folder at submit time.").tag(config=True)
     python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
     stop_grace_seconds = Float(5.0, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
     poll_interval = Float(0.2, help="Seconds between checks for new log lines when following.").tag(config=True)
@@ -112,10 +115,6 @@ class LocalBackend(JobBackend):
     @default("home")
     def _default_home(self):
         return paddlecloud_home()
-
-    @default("working_dir")
-    def _default_working_dir(self):
-        return os.getcwd()
 
     @default("python")
     def _default_python(self):
@@ -134,12 +133,13 @@ class LocalBackend(JobBackend):
             raise JobNotFound(name)
         return os.path.join(self.jobs_dir, name)
 
-    def _job_env(self, spec: JobSpec) -> dict:
+    def _job_env(self, spec: JobSpec, outputs: str) -> dict:
         bin_dir = os.path.dirname(self.python)
         env = {
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
             "PYTHONUNBUFFERED": "1",
             JOB_NAME_ENV: spec.name,
+            OUTPUT_DIR_ENV: outputs,
         }
         for dataset in self.datasets:
             if dataset["name"] in spec.datasets and dataset.get("path"):
@@ -147,8 +147,11 @@ class LocalBackend(JobBackend):
         env.update(spec.env)
         return env
 
-    async def submit(self, spec: JobSpec) -> Job:
+    async def submit(self, spec: JobSpec, workdir: str | None = None) -> Job:
         spec = self.validate(spec)
+        workdir = os.path.abspath(workdir or self.working_dir or os.getcwd())
+        if not os.path.isdir(workdir):
+            raise InvalidRequest(f"The folder {workdir} to run the job in does not exist.")
         job_dir = self._job_dir(spec.name)
         try:
             os.makedirs(self.jobs_dir, exist_ok=True)
@@ -158,14 +161,21 @@ class LocalBackend(JobBackend):
         # submits at once cannot both fit into the last free slot.
         async with self._submit_guard():
             await self.preflight(spec)
+            # The job runs in the folder itself; the snapshot records what was there.
+            code = await asyncio.to_thread(record_in_place, workdir, self.code_max_bytes)
+            outputs = os.path.join(workdir, OUTPUTS_FOLDER, spec.name)
             try:
                 staging = tempfile.mkdtemp(dir=self.jobs_dir, prefix=".new-")
+                if code.archive is not None:
+                    with open(os.path.join(staging, ARCHIVE_NAME), "wb") as f:
+                        f.write(code.archive)
             except OSError as exc:
                 raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
             deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
             files.write_json(files.job_file(staging), {
-                "spec": spec.to_dict(), "created": now_iso(), "workdir": self.working_dir,
-                "env": self._job_env(spec), "deadline": deadline,
+                "spec": spec.to_dict(), "created": now_iso(), "workdir": workdir,
+                "env": self._job_env(spec, outputs), "deadline": deadline, "code": code.record(),
+                "outputs": outputs_record(outputs, kept=True),
             })
             try:
                 os.rename(staging, job_dir)  # atomic; fails if the name is taken
@@ -174,6 +184,11 @@ class LocalBackend(JobBackend):
                 if os.path.exists(job_dir):
                     raise JobExists(spec.name) from exc
                 raise BackendUnavailable(f"Cannot create the job folder {job_dir}: {exc.strerror}.") from exc
+        try:
+            os.makedirs(outputs, exist_ok=True)
+        except OSError as exc:
+            shutil.rmtree(job_dir, ignore_errors=True)
+            raise InvalidRequest(f"Cannot create the job's output folder {outputs}: {exc.strerror}.") from exc
         master = f"127.0.0.1:{free_port()}"
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
@@ -244,7 +259,7 @@ class LocalBackend(JobBackend):
         return Job(
             name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
             message=message, created=meta.get("created"), finished=finished,
-            worker_states=tuple(workers), backend=self.name,
+            worker_states=tuple(workers), backend=self.name, code=meta.get("code"), outputs=meta.get("outputs"),
         )
 
     async def get(self, name: str) -> Job:
@@ -292,6 +307,14 @@ class LocalBackend(JobBackend):
                     yield line
                 return
             await asyncio.sleep(self.poll_interval)
+
+    async def code_archive(self, name: str) -> bytes:
+        job = self._read(name)
+        try:
+            with open(os.path.join(self._job_dir(name), ARCHIVE_NAME), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise code_not_stored(job) from None
 
     async def quota(self) -> QuotaReport:
         """The user's effective limits (unset = unlimited), where each comes from, what their

@@ -8,6 +8,10 @@
         failed            the first worker that failed, and its exit code
         cancelled         when the job was cancelled
         deadline          when the job hit max_runtime_seconds
+        code.tar.gz       the code the job ran (when the folder was small enough to keep)
+
+The job's outputs ($PADDLECLOUD_OUTPUT_DIR) go next to its code, in the folder it ran
+in: <workdir>/paddlecloud-outputs/<name>/.
 """
 
 from __future__ import annotations

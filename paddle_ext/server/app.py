@@ -9,6 +9,8 @@ Configure it like any Jupyter app, e.g. in jupyter_server_config.py:
 
 from __future__ import annotations
 
+import os
+
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Unicode, default
 
@@ -36,6 +38,7 @@ class PaddleCloudExtension(ExtensionApp):
             options["working_dir"] = self.serverapp.root_dir
         job_backend = make_backend(self.backend, **options)
         self.settings["paddle_backend"] = job_backend
+        self.settings["paddle_root_dir"] = os.path.abspath(os.path.expanduser(self.serverapp.root_dir))
         self.log.info("PaddleCloud: %s job backend", job_backend.name)
 
     def initialize_handlers(self):

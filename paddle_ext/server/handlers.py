@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -30,6 +31,18 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
     @property
     def backend(self) -> JobBackend:
         return self.settings["paddle_backend"]
+
+    def folder_argument(self, name: str = "workdir") -> str:
+        """A folder named relative to the server's root (default: the root), kept inside it."""
+        root = self.settings["paddle_root_dir"]
+        relative = self.get_argument(name, "").strip().strip("/")
+        folder = os.path.realpath(os.path.join(root, relative))
+        if os.path.commonpath([folder, os.path.realpath(root)]) != os.path.realpath(root):
+            raise InvalidRequest(f"The '{name}' parameter must name a folder inside the server's root "
+                                 f"(got '{relative}').")
+        if not os.path.isdir(folder):
+            raise InvalidRequest(f"The '{name}' parameter names no folder: '{relative}' does not exist.")
+        return folder
 
     def int_argument(self, name: str) -> int | None:
         value = self.get_argument(name, None)
@@ -58,7 +71,7 @@ class JobsHandler(PaddleHandler):
             data = json.loads(self.request.body or b"null")
         except json.JSONDecodeError as exc:
             raise SpecError({"spec": f"the request body is not valid JSON ({exc.msg})"}) from exc
-        job = await self.backend.submit(JobSpec.from_dict(data))
+        job = await self.backend.submit(JobSpec.from_dict(data), workdir=self.folder_argument())
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job.name)
         self.write_json(job.to_dict(), status=201)
 
@@ -128,6 +141,17 @@ class LogsHandler(PaddleHandler):
             await lines.aclose()
 
 
+class CodeHandler(PaddleHandler):
+    """The code the job ran, as the gzipped tar it travelled in."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, name):
+        archive = await self.backend.code_archive(name)
+        self.set_header("Content-Disposition", f'attachment; filename="{name}-code.tar.gz"')
+        self.finish(archive, set_content_type="application/gzip")
+
+
 class OptionsHandler(PaddleHandler):
     @web.authenticated
     @authorized
@@ -146,6 +170,7 @@ _NAME = r"(?P<name>[^/]+)"
 HANDLERS = [
     (r"/paddle/api/jobs/?", JobsHandler),
     (rf"/paddle/api/jobs/{_NAME}/logs", LogsHandler),
+    (rf"/paddle/api/jobs/{_NAME}/code", CodeHandler),
     (rf"/paddle/api/jobs/{_NAME}/?", JobHandler),
     (r"/paddle/api/options", OptionsHandler),
     (r"/paddle/api/quota", QuotaHandler),

@@ -5,6 +5,7 @@ PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead.
 """
 
 import os
+from pathlib import Path
 import sys
 import time
 import uuid
@@ -91,3 +92,14 @@ def namespace(make_namespace):
     """A fresh namespace for one test."""
     return make_namespace()
 
+
+
+@pytest.fixture(autouse=True)
+def project_folder(tmp_path, monkeypatch):
+    """Jobs are submitted from the current folder, as from a notebook's: a small project
+    with the example training script (the checkout itself is far too big to travel)."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "train.py").write_bytes((Path(REPO) / "paddle_ext" / "examples" / "train.py").read_bytes())
+    monkeypatch.chdir(folder)
+    return folder

@@ -17,7 +17,7 @@ import yaml
 from cluster_helpers import wait_for
 from jobfeeder import LogFeeder
 from paddle_ext import tenancy
-from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT
+from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import Forbidden, JobExists, QuotaExceeded
 from paddle_ext.manifests import ManifestSettings, job_objects
@@ -52,7 +52,7 @@ def test_manifests_pass_server_side_dry_run_under_pss_restricted(spec, make_name
     ns = restricted_namespace(make_namespace)
     settings = ManifestSettings(namespace=ns, image="paddle:3.3.1-cpu", datasets=tuple(DATASETS), user="alice",
                                 ttl_seconds_after_finished=600)
-    service, job = job_objects(spec, settings, json.dumps(spec.to_dict()))
+    service, job = job_objects(spec, settings, {SPEC_ANNOTATION: json.dumps(spec.to_dict())})
     core_v1.create_namespaced_service(ns, service, dry_run="All")
     batch_v1.create_namespaced_job(ns, job, dry_run="All")
     # Pod Security admission enforces on pods, so also dry-run the pod the Job would make.

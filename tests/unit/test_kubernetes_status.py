@@ -5,6 +5,7 @@ import json
 import pytest
 
 from paddle_ext.backends.kubernetes_status import job_from_objects, max_free_gpus
+from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.manifests import ManifestSettings, job_objects
 from paddle_ext.quota.model import JobUsage, check_fits, resource_quota_terms
@@ -13,7 +14,7 @@ from paddle_ext.spec import JobSpec
 
 def make_job(workers=2, gpus=0, **spec_fields):
     spec = JobSpec(name="j", command=["python", "t.py"], workers=workers, gpus_per_worker=gpus, **spec_fields)
-    _, job = job_objects(spec, ManifestSettings(namespace="ns", image="img"), json.dumps(spec.to_dict()))
+    _, job = job_objects(spec, ManifestSettings(namespace="ns", image="img"), {SPEC_ANNOTATION: json.dumps(spec.to_dict())})
     job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
     job["status"] = {}
     return job

@@ -5,6 +5,8 @@ import json
 import kubernetes_validate
 import pytest
 
+from paddle_ext import manifests
+from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.manifests import ManifestSettings, job_objects
 from paddle_ext.spec import JobSpec
 
@@ -53,10 +55,12 @@ def test_one_cpu_worker_whole_objects():
                         "image": "paddle:3.3.1-cpu",
                         "command": ["python", "-m", "paddle.distributed.launch", "--master", "tiny-0.tiny:36789",
                                     "--nnodes", "1", "--rank", "$(JOB_COMPLETION_INDEX)", "--nproc_per_node", "1",
-                                    "--job_id", "tiny", "python", "train.py"],
+                                    "--job_id", "tiny", "--log_dir", "/tmp/paddlecloud-launch",
+                                    "--host", "tiny-$(JOB_COMPLETION_INDEX).tiny", "python", "train.py"],
                         "env": [
                             {"name": "PADDLECLOUD_JOB_NAME", "value": "tiny"},
                             {"name": "PYTHONUNBUFFERED", "value": "1"},
+                            {"name": "PADDLECLOUD_OUTPUT_DIR", "value": "/tmp/paddlecloud-outputs/tiny"},
                             {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
                                 "fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}},
                         ],
@@ -83,7 +87,7 @@ def test_four_workers_two_gpus_two_datasets():
     s = settings(datasets=DATASETS, gpu_node_selector=(("nvidia.com/gpu.present", "true"),),
                  gpu_tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},),
                  ttl_seconds_after_finished=600, queue_name="team-queue")
-    service, job = job_objects(big_spec(), s, spec_json=json.dumps(big_spec().to_dict()))
+    service, job = job_objects(big_spec(), s, {SPEC_ANNOTATION: json.dumps(big_spec().to_dict())})
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
@@ -111,10 +115,58 @@ def test_cpu_jobs_get_no_gpu_scheduling_constraints():
     assert "nodeSelector" not in pod and "tolerations" not in pod
 
 
+HOME = {"persistentVolumeClaim": {"claimName": "home-alice"}}
+
+
+def test_a_job_from_a_folder_off_the_workspace_unpacks_its_code_at_the_same_path():
+    spec = JobSpec(name="tiny", command=["python", "my_train.py"])
+    s = settings(workdir="/home/jovyan/project", code_configmap="tiny-code")
+    pod = job_objects(spec, s)[1]["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    container = pod["containers"][0]
+    assert container["workingDir"] == "/home/jovyan/project"
+    assert {"name": "workdir", "mountPath": "/home/jovyan/project"} in container["volumeMounts"]
+    assert {"name": "workdir", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "code", "configMap": {"name": "tiny-code"}} in pod["volumes"]
+    assert init["command"][:2] == ["python", "-c"]
+    assert init["command"][3:] == ["/var/run/paddlecloud/code/code.tar.gz", "/home/jovyan/project",
+                                   "/tmp/paddlecloud-outputs/tiny"]
+    assert init["volumeMounts"] == [{"name": "workdir", "mountPath": "/home/jovyan/project"},
+                                    {"name": "code", "mountPath": "/var/run/paddlecloud/code", "readOnly": True}]
+    assert init["resources"] == container["resources"] and init["securityContext"] == container["securityContext"]
+    assert manifests.outputs(spec, s) == {"path": "/tmp/paddlecloud-outputs/tiny", "kept": False,
+                                          "note": manifests.NO_OUTPUTS_NOTE}
+    configmap = manifests.code_configmap(spec, s, "H4sI")
+    assert configmap["immutable"] is True and configmap["binaryData"] == {"code.tar.gz": "H4sI"}
+    assert configmap["metadata"]["name"] == "tiny-code" and configmap["metadata"]["labels"]["paddlecloud.io/job"] == "tiny"
+
+
+def test_a_job_from_a_folder_on_the_shared_workspace_runs_there_and_keeps_its_outputs_beside_it():
+    spec = JobSpec(name="tiny", command=["python", "my_train.py"])
+    s = settings(workdir="/home/jovyan/project", code_configmap="tiny-code", workspace=HOME,
+                 workspace_mount="/home/jovyan")
+    pod = job_objects(spec, s)[1]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["workingDir"] == "/home/jovyan/project"
+    assert {"name": "workspace", "mountPath": "/home/jovyan"} in container["volumeMounts"]
+    assert {"name": "workspace", **HOME} in pod["volumes"]
+    assert not [v for v in pod["volumes"] if v["name"] in ("code", "workdir")]  # nothing travels
+    assert pod["initContainers"][0]["command"][3:] == ["", "/home/jovyan/project",
+                                                      "/home/jovyan/project/paddlecloud-outputs/tiny"]
+    assert {"name": "PADDLECLOUD_OUTPUT_DIR", "value": "/home/jovyan/project/paddlecloud-outputs/tiny"} \
+        in container["env"]
+    assert manifests.outputs(spec, s)["kept"] is True
+    # A folder beside the workspace (not under its mount) gets a snapshot instead.
+    assert not manifests.runs_in_workspace(settings(workdir="/home/jovyanx", workspace=HOME,
+                                                    workspace_mount="/home/jovyan"))
+
+
 @pytest.mark.parametrize("spec", [JobSpec(name="tiny", command=["python", "t.py"]), big_spec()])
-def test_objects_match_kubernetes_schemas(spec):
-    s = settings(datasets=DATASETS, ttl_seconds_after_finished=60)
-    for obj in job_objects(spec, s):
+@pytest.mark.parametrize("folder", [{}, {"workdir": "/home/jovyan/p", "code_configmap": "x-code"},
+                                    {"workdir": "/home/jovyan/p", "workspace": HOME, "workspace_mount": "/home/jovyan"}])
+def test_objects_match_kubernetes_schemas(spec, folder):
+    s = settings(datasets=DATASETS, ttl_seconds_after_finished=60, **folder)
+    for obj in job_objects(spec, s) + [manifests.code_configmap(spec, s, "H4sI")]:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 

@@ -1,0 +1,65 @@
+"""A job's code snapshot: what is taken, what is left out, its digest, the cap and its message."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from paddle_ext.workspace import CodeTooLarge, collect, record_in_place, snapshot, unpack
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "my_train.py").write_text("import pkg.model\nprint('hi')\n")
+    (root / "pkg" / "model.py").write_text("LAYERS = 3\n")
+    for skipped in (".git/config", ".ipynb_checkpoints/x-checkpoint.py", "pkg/__pycache__/model.pyc",
+                    ".cache/big", "paddlecloud-outputs/old-job/model.pdparams", "data/big.bin", "notes.log"):
+        path = root / skipped
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 100)
+    (root / ".paddlecloudignore").write_text("data/\n*.log\n")
+    (root / ".env").write_text("A=1\n")  # hidden files travel; hidden folders do not
+    return root
+
+
+def test_what_travels_and_what_is_left_out(project):
+    assert [f.path for f in collect(str(project))] == [".env", ".paddlecloudignore", "my_train.py", "pkg/model.py"]
+
+
+def test_the_digest_follows_content_and_the_archive_unpacks_to_the_same_files(project, tmp_path):
+    first = snapshot(str(project))
+    assert first.digest.startswith("sha256:") and first.record()["files"] == 4 and first.record()["stored"]
+    assert snapshot(str(project)).digest == first.digest  # the same folder, the same digest
+    (project / "pkg" / "model.py").write_text("LAYERS = 4\n")
+    assert snapshot(str(project)).digest != first.digest
+    out = tmp_path / "back"
+    assert sorted(unpack(first.archive, str(out))) == sorted(f.path for f in first.files)
+    assert (out / "pkg" / "model.py").read_text() == "LAYERS = 3\n"  # what was shipped, not what is there now
+
+
+def test_over_the_cap_is_refused_naming_size_cap_and_largest_files(project):
+    (project / "weights.bin").write_bytes(os.urandom(300_000))
+    (project / "table.csv").write_bytes(os.urandom(100_000))
+    with pytest.raises(CodeTooLarge) as info:
+        snapshot(str(project), max_bytes=200_000)
+    message = info.value.message
+    assert info.value.status == 400 and info.value.to_dict()["error"] == "code_too_large"
+    assert "compressed, over the 195.3 KiB a job can carry" in message
+    assert "Largest files: weights.bin (293.0 KiB), table.csv (97.7 KiB)" in message
+    assert "dataset" in message and "shared workspace" in message and ".paddlecloudignore" in message
+
+
+def test_hopeless_folders_are_refused_without_reading_them(project):
+    (project / "huge.bin").write_bytes(b"\0" * 3_000_000)  # compresses well, but 20x over the cap unread
+    with pytest.raises(CodeTooLarge, match="before compression"):
+        snapshot(str(project), max_bytes=100_000)
+
+
+def test_a_job_run_in_place_records_its_folder_even_when_too_big_to_keep(project):
+    (project / "weights.bin").write_bytes(os.urandom(300_000))
+    record = record_in_place(str(project), max_bytes=100_000)
+    assert record.archive is None and record.digest.startswith("sha256:")
+    assert record.record()["stored"] is False and record.record()["files"] == 5
