@@ -30,7 +30,8 @@ from paddle_ext import tenancy
 from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
                                   USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
-from paddle_ext.hub.settings import HubSettings, notebook_datasets, notebook_environment, profile_list
+from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, notebook_datasets,
+                                     notebook_environment, profile_list)
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 settings = HubSettings.load()
@@ -90,15 +91,16 @@ c.KubeSpawner.pod_security_context = {"runAsNonRoot": True, "seccompProfile": {"
 
 # Home: one PVC per user, kept when the server stops.
 c.KubeSpawner.storage_pvc_ensure = True
-c.KubeSpawner.pvc_name_template = "home-{username}"
+c.KubeSpawner.pvc_name_template = HOME_CLAIM_TEMPLATE
 c.KubeSpawner.storage_capacity = settings.home_capacity
-c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
+# A home that jobs share must be mountable by several pods on several nodes at once.
+c.KubeSpawner.storage_access_modes = ["ReadWriteMany" if settings.jobs_share_home else "ReadWriteOnce"]
 if settings.home_storage_class:
     c.KubeSpawner.storage_class = settings.home_storage_class
 dataset_volumes, dataset_mounts = notebook_datasets(settings)
 c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "{pvc_name}"}},
                          {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}] + dataset_volumes
-c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"},
+c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": HOME_MOUNT},
                                {"name": "dshm", "mountPath": "/dev/shm"}] + dataset_mounts
 
 # --- Services ------------------------------------------------------------------------

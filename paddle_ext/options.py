@@ -47,6 +47,7 @@ class JobOptions:
     max_cpu: str = "16"
     max_memory: str = "64Gi"
     default_command: tuple[str, ...] = ()
+    outputs_note: str = ""  # said in the launcher when this deployment may not keep job outputs
 
     @classmethod
     def build(cls, backend: str, images: Iterable[Mapping] = (), datasets: Iterable[Mapping] = (),
@@ -80,6 +81,7 @@ class JobOptions:
                 "memory": {"max": self.max_memory},
             },
             "defaults": self.defaults(),
+            "outputs_note": self.outputs_note,
         }
 
     def check(self, spec: JobSpec) -> None:

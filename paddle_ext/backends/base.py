@@ -68,7 +68,11 @@ class JobBackend(LoggingConfigurable):
         return JobOptions.build(
             self.name, self.images, self.datasets, max_workers=self.max_workers,
             max_gpus_per_worker=self.max_gpus_per_worker, max_cpu=self.max_cpu, max_memory=self.max_memory,
-            default_command=tuple(self.default_command))
+            default_command=tuple(self.default_command), outputs_note=self.outputs_note())
+
+    def outputs_note(self) -> str:
+        """What the launcher should say about keeping job outputs ('' when they are kept)."""
+        return ""
 
     def validate(self, spec: JobSpec) -> JobSpec:
         """Check the spec against this deployment and give it a name."""

@@ -24,8 +24,8 @@ from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, GPU_RESOURCE, JOB_LABE
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path, split_lines
-from ..manifests import (CODE_KEY, JOB_KINDS, JobKind, ManifestSettings, code_configmap, label_selector, outputs,
-                         runs_in_workspace)
+from ..manifests import (CODE_KEY, JOB_KINDS, NO_OUTPUTS_NOTE, JobKind, ManifestSettings, code_configmap,
+                         label_selector, outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
                            report, resource_quota_terms, running_jobs_cap)
 from ..spec import JobSpec
@@ -197,6 +197,12 @@ class KubernetesBackend(JobBackend):
                     running = await self.running_usage()
                     check_fits(request, limits, running, in_use)
                 raise
+
+    def outputs_note(self) -> str:
+        if not self.workspace:
+            return NO_OUTPUTS_NOTE
+        return (f"Outputs are kept for jobs submitted from a folder under {self.workspace.get('mount_path')}; "
+                "jobs from anywhere else keep none.")
 
     def code_for(self, spec: JobSpec, workdir: str) -> CodeSnapshot:
         """The folder's snapshot: shipped with the job (refused over the cap), or, for a

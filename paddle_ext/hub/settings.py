@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from ..constants import DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, BACKEND_ENV, MANAGED_BY, USER_NAMESPACE_TEMPLATE
+from ..constants import (BACKEND_ENV, DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, MANAGED_BY, USER_NAMESPACE_TEMPLATE,
+                         WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage
@@ -38,6 +39,10 @@ class HubSettings:
     datasets: tuple[dict, ...] = ()
     home_capacity: str = "10Gi"
     home_storage_class: str | None = None
+    # The users' home volumes are ReadWriteMany storage (CephFS, NFS, ...): job pods mount
+    # the user's home too, run in the folder they were submitted from and keep their
+    # outputs beside it. Off: the home is ReadWriteOnce and each job gets a snapshot.
+    jobs_share_home: bool = False
     # The quota model's default until an admin saves quotas in the panel (fields as in
     # the quota API: gpus, cpu, memory, pods, running_jobs).
     default_quota: dict = dataclasses.field(default_factory=lambda: {
@@ -73,6 +78,9 @@ class HubSettings:
         return cls(**values)
 
 
+HOME_MOUNT = "/home/jovyan"
+HOME_CLAIM_TEMPLATE = "home-{username}"
+_BOOL_FIELDS = ("jobs_share_home",)
 _TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets")
 _JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
@@ -87,6 +95,10 @@ def _parse_env_value(name: str, text: str):
             raise ValueError(f"PADDLECLOUD_{name.upper()} must be JSON: {exc}") from exc
     if name in _INT_FIELDS:
         return int(text)
+    if name in _BOOL_FIELDS:
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"PADDLECLOUD_{name.upper()} must be true or false (got '{text}')")
+        return text.lower() in ("true", "1", "yes")
     return text or None if name in _OPTIONAL_FIELDS else text
 
 
@@ -157,7 +169,10 @@ def notebook_environment(settings: HubSettings) -> dict[str, str]:
         DATASETS_ENV: json.dumps(list(settings.datasets)),
         IMAGES_ENV: json.dumps(list(settings.worker_images)),
     }
-    return {key: value.replace("{", "{{").replace("}", "}}") for key, value in env.items()}
+    env = {key: value.replace("{", "{{").replace("}", "}}") for key, value in env.items()}
+    if settings.jobs_share_home:  # expanded per user by KubeSpawner, as the home claim's own name is
+        env.update({WORKSPACE_CLAIM_ENV: HOME_CLAIM_TEMPLATE, WORKSPACE_MOUNT_ENV: HOME_MOUNT})
+    return env
 
 
 def notebook_request(cpu: float | None, memory: str | int | None, gpus: int) -> JobUsage:

@@ -89,12 +89,15 @@ class JobLauncher(widgets.VBox):
         self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="rocket")
         self.message = widgets.HTML()
         self.quota_view = widgets.HTML()
+        self.outputs_view = widgets.HTML(
+            f'<small class="paddle-outputs-note">{html.escape(options.outputs_note)}</small>'
+            if options.outputs_note else "")
         self.monitor_box = widgets.VBox()
         self.launch_button.on_click(self._on_launch)
         super().__init__(
             [self.name, self.workers, self.gpus, self.cpu, self.memory, self.image, self.datasets,
              self.command, self.env, widgets.HBox([self.launch_button, self.message]),
-             self.quota_view, self.monitor_box],
+             self.quota_view, self.outputs_view, self.monitor_box],
             **kwargs,
         )
         self.add_class("paddle-launcher")

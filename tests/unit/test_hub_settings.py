@@ -82,3 +82,13 @@ def test_namespace_names_follow_kubespawner_escaping():
     assert escaped.startswith("paddlecloud-alice-example-org") and len(escaped) <= 63
     with pytest.raises(ValueError, match="not a valid namespace name"):
         namespace_for("a" * 60)
+
+
+def test_a_shared_home_becomes_the_jobs_workspace():
+    assert "PADDLECLOUD_WORKSPACE_CLAIM" not in notebook_environment(HubSettings())
+    env = notebook_environment(HubSettings.load(None, environ={"PADDLECLOUD_JOBS_SHARE_HOME": "true"}))
+    # Left for KubeSpawner to expand per user, exactly as the home claim's name is.
+    assert env["PADDLECLOUD_WORKSPACE_CLAIM"] == "home-{username}"
+    assert env["PADDLECLOUD_WORKSPACE_MOUNT"] == "/home/jovyan"
+    with pytest.raises(ValueError, match="PADDLECLOUD_JOBS_SHARE_HOME must be true or false"):
+        HubSettings.load(None, environ={"PADDLECLOUD_JOBS_SHARE_HOME": "maybe"})

@@ -96,6 +96,7 @@ def test_options_serialise_the_launchers_form_with_the_spec_defaults():
                    "cpu": {"max": "16"}, "memory": {"max": "64Gi"}},
         "defaults": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi", "image": "paddle:gpu",
                      "command": ["python", "train.py"]},
+        "outputs_note": "",
     }
     spec = JobSpec(command=["x"])
     assert (spec.workers, spec.cpu, spec.memory) == (1, "1", "2Gi")  # the same defaults
