@@ -18,6 +18,12 @@ import { JobsModel } from './model';
 import { joinCommand } from './shlex';
 import { IJob, isFinished } from './types';
 
+const ENDINGS: Record<string, string> = {
+  Succeeded: 'the job succeeded',
+  Failed: 'the job failed',
+  Cancelled: 'the job was cancelled'
+};
+
 export class JobView extends Widget {
   private job: IJob | null = null;
   private readonly info: Widget;
@@ -103,7 +109,7 @@ export class JobView extends Widget {
       open: signal => this.model.api.openLogStream(job.name, signal),
       onLines: lines => logs.append(lines),
       onEnd: end => {
-        logs.setState(`Log complete: the job ${end.phase ? end.phase.toLowerCase() : 'ended'}.`, 'ended');
+        logs.setState(`Log complete: ${ENDINGS[end.phase] ?? 'the job ended'}.`, 'ended');
         void this.model.refresh();
       },
       onState: (state, detail) => showFollowState(logs, state, detail)

@@ -1,0 +1,154 @@
+"""The JupyterLab "Paddle Jobs" panel in a real browser against the real local hub: a
+user opens the panel, starts a 2-worker job from the New-job dialog, watches both
+workers' lines arrive while the job runs, filters to worker 1, downloads the log and
+gets exactly the server's lines; a second job's name clash is refused in the dialog
+with the server's words, and that job is cancelled from its view and shows Cancelled.
+The page fetches nothing but the hub on 127.0.0.1."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import expect
+
+from hubutil import REPO
+from labpage import SECOND, dismiss_news_toast, log_in_to_lab
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+USER = "dana"
+TICKER = REPO / "tests" / "local" / "scripts" / "ticker.py"
+LOCAL_SCHEMES = ("data", "blob", "about")
+
+
+def open_panel(page):
+    panel = page.locator(".pc-JobsPanel")
+    if not panel.is_visible():
+        page.locator('.lm-TabBar-tab[data-id="paddlecloud-jobs"]').click()
+    expect(panel).to_be_visible(timeout=30 * SECOND)
+    return panel
+
+
+def fill_new_job(page, **fields):
+    """Open the dialog from the panel and type into its fields (by JobSpec field name)."""
+    page.locator(".pc-JobsPanel .pc-NewJob").click()
+    dialog = page.locator(".pc-NewJobDialog")
+    expect(dialog.locator(".pc-JobForm")).to_be_visible(timeout=30 * SECOND)
+    for name, value in fields.items():
+        dialog.locator(f'input[name="{name}"]').fill(str(value))
+    return dialog
+
+
+def launch(dialog):
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+
+
+def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
+    remote = []
+
+    def note(request):
+        url = urlparse(request.url)
+        if url.scheme not in LOCAL_SCHEMES and url.hostname != "127.0.0.1":
+            remote.append(request.url)
+
+    page.on("request", note)
+    try:
+        log_in_to_lab(page, hub, USER)
+        dismiss_news_toast(page)
+        shutil.copy(TICKER, hub.user_home(USER) / "ticker.py")
+        panel = open_panel(page)
+        expect(panel.locator(".pc-Empty")).to_contain_text("You have no training jobs yet.", timeout=30 * SECOND)
+        expect(page.locator(".pc-JobsStatus")).to_have_text("0 jobs running · 0 GPUs")
+
+        # --- a 2-worker job from the dialog; a value over the deployment's bound is refused first
+        dialog = fill_new_job(page, command="python ticker.py --count 40 --interval 0.5", workers=99)
+        launch(dialog)
+        expect(dialog.locator('.pc-JobForm-fieldError[data-field="workers"]')).to_have_text(
+            "must be at most 8 here (got 99)")
+        dialog.locator('input[name="workers"]').fill("2")
+        launch(dialog)
+        expect(dialog).to_have_count(0, timeout=60 * SECOND)
+
+        view = page.locator(".pc-JobView:visible")
+        expect(view).to_be_visible(timeout=30 * SECOND)
+        name = view.locator(".pc-JobView-title").inner_text()
+        assert re.fullmatch(r"ticker-[a-z0-9]{5}", name), name
+        expect(panel.locator(f'.pc-JobItem[data-job="{name}"]')).to_contain_text("2 workers × CPU", timeout=30 * SECOND)
+
+        # Both workers' lines arrive while the job still runs (the ticker runs ~20 s).
+        log = view.locator(".pc-LogViewer-scroller")
+        expect(log).to_contain_text("tick 0 3", timeout=120 * SECOND)
+        expect(log).to_contain_text("tick 1 3", timeout=30 * SECOND)
+        expect(view.locator(".pc-JobView-header .pc-Phase")).to_have_text("Running")
+        assert "ticker 1 done" not in log.inner_text()
+        expect(page.locator(".pc-JobsStatus")).to_have_text("1 job running · 0 GPUs", timeout=15 * SECOND)
+        expect(log).to_contain_text("tick 1 10", timeout=60 * SECOND)  # and keep arriving
+        page.screenshot(path=str(artifacts / "lab-panel-live.png"))
+
+        # Worker 1 only.
+        view.locator(".pc-WorkerFilter").select_option("1")
+        rows = view.locator(".pc-LogRow")
+        expect(rows.first).to_be_visible()
+        expect(view.locator('.pc-LogRow[data-worker="0"]')).to_have_count(0)
+        expect(log).to_contain_text("tick 1 ")
+        expect(log).not_to_contain_text("tick 0 ")
+        page.screenshot(path=str(artifacts / "lab-panel-worker-1.png"))
+        view.locator(".pc-WorkerFilter").select_option("")
+
+        expect(view.locator(".pc-JobView-header .pc-Phase")).to_have_text("Succeeded", timeout=180 * SECOND)
+        expect(view.locator(".pc-LogState")).to_have_text("Log complete: the job succeeded.", timeout=30 * SECOND)
+        expect(panel.locator(f'.pc-JobItem[data-job="{name}"] .pc-Phase')).to_have_text("Succeeded", timeout=30 * SECOND)
+
+        # The download holds every line the server has for the job, each exactly once.
+        with page.expect_download() as download:
+            view.locator(".pc-Download").click()
+        downloaded = open(download.value.path(), encoding="utf-8").read().splitlines()
+        served = page.request.get(f"{hub.url}/user/{USER}/paddle/api/jobs/{name}/logs")
+        assert served.ok, served.text()
+        assert Counter(downloaded) == Counter(served.text().splitlines())
+        assert downloaded.count("[worker-1] ticker 1 done") == 1 and "[worker-0] tick 0 39" in downloaded
+
+        # --- a second job: a name clash is the server's to refuse; the dialog shows its words
+        dialog = fill_new_job(page, name=name, command="python ticker.py --count 1000 --interval 0.3", workers=2)
+        launch(dialog)
+        expect(dialog.locator('.pc-JobForm-fieldError[data-field="name"]')).to_have_text(
+            f"A job named '{name}' already exists; choose another name.", timeout=30 * SECOND)
+        dialog.locator('input[name="name"]').fill("long-ticker")
+        launch(dialog)
+        expect(dialog).to_have_count(0, timeout=60 * SECOND)
+        view = page.locator(".pc-JobView:visible")
+        expect(view.locator(".pc-JobView-title")).to_have_text("long-ticker", timeout=30 * SECOND)
+        log = view.locator(".pc-LogViewer-scroller")
+        expect(log).to_contain_text("tick 1 20", timeout=120 * SECOND)
+
+        # Scrolling up stops following; the checkbox says so.
+        follow = view.locator(".pc-Follow input")
+        expect(follow).to_be_checked()
+        log.hover()
+        page.mouse.wheel(0, -2000)
+        expect(follow).not_to_be_checked()
+        count = view.locator(".pc-LogCount")
+        before = count.inner_text()
+        expect(count).not_to_have_text(before, timeout=30 * SECOND)  # more lines came in...
+        assert log.evaluate("el => el.scrollTop + el.clientHeight < el.scrollHeight - 100"), \
+            "...and the view stayed where the user scrolled to"
+
+        view.locator(".pc-Cancel").click()
+        confirm = page.locator(".jp-Dialog").filter(has_text="Cancel job long-ticker?")
+        expect(confirm).to_be_visible()
+        confirm.locator(".jp-Dialog-button.jp-mod-warn").click()
+        expect(view.locator(".pc-JobView-header .pc-Phase")).to_have_text("Cancelled", timeout=60 * SECOND)
+        expect(panel.locator('.pc-JobItem[data-job="long-ticker"] .pc-Phase')).to_have_text(
+            "Cancelled", timeout=30 * SECOND)
+        expect(view.locator(".pc-Cancel")).to_be_disabled()
+        job = page.request.get(f"{hub.url}/user/{USER}/paddle/api/jobs/long-ticker").json()
+        assert job["phase"] == "Cancelled", job
+        expect(page.locator(".pc-JobsStatus")).to_have_text("0 jobs running · 0 GPUs", timeout=15 * SECOND)
+        page.screenshot(path=str(artifacts / "lab-panel-cancelled.png"))
+    finally:
+        page.screenshot(path=str(artifacts / "lab-panel.png"))
+    assert not remote, f"the page fetched from outside 127.0.0.1: {remote[:5]}"
