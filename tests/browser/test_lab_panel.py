@@ -1,7 +1,7 @@
 """The JupyterLab "Paddle Jobs" panel in a real browser against the real local hub: a
 user opens the panel, starts a 2-worker job from the New-job dialog, watches both
 workers' lines arrive while the job runs, filters to worker 1, downloads the log and
-gets exactly the server's lines; a second job's name clash is refused in the dialog
+gets exactly the server's lines, and reopens it after 10^5 more lines without a freeze; a second job's name clash is refused in the dialog
 with the server's words, and that job is cancelled from its view and shows Cancelled.
 The page fetches nothing but the hub on 127.0.0.1."""
 
@@ -23,6 +23,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 USER = "dana"
 TICKER = REPO / "tests" / "local" / "scripts" / "ticker.py"
 LOCAL_SCHEMES = ("data", "blob", "about")
+BULK_LINES = 100_000
+# Records the longest time the page's main thread could not run a 50 ms timer.
+LAG_PROBE = """() => {
+  window.__longestStall = 0;
+  let last = performance.now();
+  setInterval(() => {
+    const now = performance.now();
+    window.__longestStall = Math.max(window.__longestStall, now - last - 50);
+    last = now;
+  }, 50);
+}"""
 
 
 def open_panel(page):
@@ -111,6 +122,30 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
         assert served.ok, served.text()
         assert Counter(downloaded) == Counter(served.text().splitlines())
         assert downloaded.count("[worker-1] ticker 1 done") == 1 and "[worker-0] tick 0 39" in downloaded
+
+        # --- 10^5 lines: the job's log grows by 100,000 lines (written where the worker's
+        # output goes); a freshly opened view takes them all without freezing the page.
+        (worker_log,) = hub.home.rglob(f"jobs/{name}/worker-1.log")
+        with open(worker_log, "a", encoding="utf-8") as log_file:
+            log_file.writelines(f"bulk line {i} {'x' * 40}\n" for i in range(BULK_LINES))
+        page.locator(".lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon").click()
+        panel.locator(f'.pc-JobItem[data-job="{name}"]').click()
+        view = page.locator(".pc-JobView:visible")
+        page.evaluate(LAG_PROBE)
+        count = view.locator(".pc-LogCount")
+        expect(count).to_have_text(re.compile(r"^10\d,\d{3} lines$"), timeout=240 * SECOND)
+        assert view.locator(".pc-LogRow").count() < 200, "rows outside the viewport should not be in the DOM"
+        stall = page.evaluate("window.__longestStall")
+        assert stall < 2000, f"the page stood still for {stall:.0f} ms while the log loaded"
+        view.locator(".pc-LogSearch").fill("bulk line 77777 ")
+        expect(count).to_have_text(re.compile(r"^1 of 10\d,\d{3} lines$"), timeout=30 * SECOND)
+        expect(view.locator(".pc-LogRow mark")).to_have_text("bulk line 77777 ")
+        view.locator(".pc-LogSearch").fill("")
+        expect(count).to_have_text(re.compile(r"^10\d,\d{3} lines$"), timeout=30 * SECOND)
+        view.locator(".pc-LogViewer-scroller").evaluate("el => { el.scrollTop = 0; }")
+        expect(view.locator('.pc-LogRow[data-line="1"]')).to_be_visible(timeout=10 * SECOND)
+        expect(view.locator(".pc-Follow input")).not_to_be_checked()
+        page.screenshot(path=str(artifacts / "lab-panel-100k-lines.png"))
 
         # --- a second job: a name clash is the server's to refuse; the dialog shows its words
         dialog = fill_new_job(page, name=name, command="python ticker.py --count 1000 --interval 0.3", workers=2)
