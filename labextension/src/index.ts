@@ -66,7 +66,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(panel, 'left', { rank: 650 });
 
     app.commands.addCommand(CommandIDs.newJob, {
-      label: args => (args.isLauncher ? 'Paddle job' : 'New Paddle Job…'),
+      label: 'New Paddle Job…',
       caption: 'Start a distributed PaddlePaddle training job',
       icon: args => (args.isPalette ? undefined : paddleIcon),
       execute: async () => {

@@ -13,6 +13,7 @@ from collections import Counter
 from urllib.parse import urlparse
 
 import pytest
+import requests
 from playwright.sync_api import expect
 
 from hubutil import REPO
@@ -44,9 +45,11 @@ def open_panel(page):
     return panel
 
 
-def fill_new_job(page, **fields):
-    """Open the dialog from the panel and type into its fields (by JobSpec field name)."""
-    page.locator(".pc-JobsPanel .pc-NewJob").click()
+def fill_new_job(page, open_from=".pc-JobsPanel .pc-NewJob", **fields):
+    """Open the dialog (from the panel's button unless it is already opening) and type
+    into its fields (by JobSpec field name)."""
+    if open_from:
+        page.locator(open_from).click()
     dialog = page.locator(".pc-NewJobDialog")
     expect(dialog.locator(".pc-JobForm")).to_be_visible(timeout=30 * SECOND)
     for name, value in fields.items():
@@ -67,6 +70,13 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
             remote.append(request.url)
 
     page.on("request", note)
+    # An admin gives the user a quota, so the panel has bars to show.
+    admin = hub.login("admin")
+    token = hub.new_token(admin, "admin")
+    assert hub.hub_api("POST", f"/users/{USER}", token).status_code == 201
+    quota = requests.put(f"{hub.url}/services/quota/api/quotas/users/{USER}", json={"pods": 8, "running_jobs": 3},
+                         headers={"Authorization": f"token {token}"}, timeout=60)
+    assert quota.status_code == 200, quota.text
     try:
         log_in_to_lab(page, hub, USER)
         dismiss_news_toast(page)
@@ -74,6 +84,16 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
         panel = open_panel(page)
         expect(panel.locator(".pc-Empty")).to_contain_text("You have no training jobs yet.", timeout=30 * SECOND)
         expect(page.locator(".pc-JobsStatus")).to_have_text("0 jobs running · 0 GPUs")
+        pods = panel.locator('.pc-QuotaRow[data-field="pods"] .pc-QuotaRow-value')
+        expect(pods).to_have_text("0 / 8", timeout=30 * SECOND)
+        expect(panel.locator('.pc-QuotaRow[data-field="gpus"]')).to_have_count(0)  # unlimited: no bar
+
+        # The command palette offers the panel's commands.
+        page.keyboard.press("Control+Shift+C")
+        palette = page.locator("#command-palette")
+        palette.locator("input").fill("Paddle")
+        expect(palette.locator(".lm-CommandPalette-item")).to_contain_text(["New Paddle Job…", "Show Paddle Jobs"])
+        page.keyboard.press("Escape")
 
         # --- a 2-worker job from the dialog; a value over the deployment's bound is refused first
         dialog = fill_new_job(page, command="python ticker.py --count 40 --interval 0.5", workers=99)
@@ -98,6 +118,8 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
         assert "ticker 1 done" not in log.inner_text()
         expect(page.locator(".pc-JobsStatus")).to_have_text("1 job running · 0 GPUs", timeout=15 * SECOND)
         expect(log).to_contain_text("tick 1 10", timeout=60 * SECOND)  # and keep arriving
+        expect(pods).to_have_text("2 / 8")
+        expect(panel.locator('.pc-QuotaRow[data-field="running_jobs"] .pc-QuotaRow-value')).to_have_text("1 / 3")
         page.screenshot(path=str(artifacts / "lab-panel-live.png"))
 
         # Worker 1 only.
@@ -147,8 +169,12 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
         expect(view.locator(".pc-Follow input")).not_to_be_checked()
         page.screenshot(path=str(artifacts / "lab-panel-100k-lines.png"))
 
-        # --- a second job: a name clash is the server's to refuse; the dialog shows its words
-        dialog = fill_new_job(page, name=name, command="python ticker.py --count 1000 --interval 0.3", workers=2)
+        # --- a second job, from the Launcher's card: a name clash is the server's to refuse;
+        # the dialog shows its words
+        page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text="Launcher").click()
+        page.locator(".jp-LauncherCard", has_text="New Paddle Job").click()
+        dialog = fill_new_job(page, open_from=None, name=name,
+                              command="python ticker.py --count 1000 --interval 0.3", workers=2)
         launch(dialog)
         expect(dialog.locator('.pc-JobForm-fieldError[data-field="name"]')).to_have_text(
             f"A job named '{name}' already exists; choose another name.", timeout=30 * SECOND)
