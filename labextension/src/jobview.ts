@@ -5,7 +5,6 @@
  */
 
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
-import { Message } from '@lumino/messaging';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
 import { h, phaseBadge } from './dom';
@@ -49,7 +48,7 @@ export class JobView extends Widget {
     layout.addWidget(this.info);
     this.layout = layout;
     model.changed.connect(this.onModelChanged, this);
-    this.show_(model.job(jobName) ?? null);
+    this.setJob(model.job(jobName) ?? null);
     void this.load();
   }
 
@@ -62,15 +61,10 @@ export class JobView extends Widget {
     super.dispose();
   }
 
-  protected onCloseRequest(msg: Message): void {
-    super.onCloseRequest(msg);
-    this.dispose();
-  }
-
   /** The job straight from the server, for a job the model has not listed yet. */
   private async load(): Promise<void> {
     try {
-      this.show_(await this.model.api.job(this.jobName));
+      this.setJob(await this.model.api.job(this.jobName));
     } catch (error) {
       if (!this.job) {
         this.loadError = describeError(error);
@@ -82,11 +76,11 @@ export class JobView extends Widget {
   private onModelChanged(): void {
     const job = this.model.job(this.jobName);
     if (job) {
-      this.show_(job);
+      this.setJob(job);
     }
   }
 
-  private show_(job: IJob | null): void {
+  private setJob(job: IJob | null): void {
     if (this.isDisposed) {
       return;
     }
@@ -176,7 +170,7 @@ export class JobView extends Widget {
     this.cancelling = true;
     this.render();
     try {
-      this.show_(await this.model.api.cancel(job.name));
+      this.setJob(await this.model.api.cancel(job.name));
       void this.model.refresh();
     } catch (error) {
       void showErrorMessage(`Could not cancel ${job.name}`, describeError(error));
