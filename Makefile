@@ -11,14 +11,16 @@ export PADDLECLOUD_HOME ?= $(HOME)/.paddlecloud
 VENV_STAMP := $(VENV)/.stamp-$(shell sha1sum pyproject.toml | cut -c1-12)
 CHP := node_modules/.bin/configurable-http-proxy
 PYTEST := $(VPY) -m pytest -p no:cacheprovider
+# The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
+LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup demo test test-unit test-local test-cluster test-browser test-helm browser-deps clean
+.PHONY: help setup labext demo test test-unit test-lab test-local test-cluster test-browser test-helm browser-deps clean
 
 help:
 	@echo "make demo   start the local PaddleCloud Hub at http://127.0.0.1:$(PORT)"
 	@echo "make test   set up everything and run every test tier"
 
-setup: $(VENV_STAMP) $(CHP)
+setup: $(VENV_STAMP) $(CHP) labext
 
 $(VENV_STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +31,11 @@ $(VENV_STAMP): pyproject.toml
 $(CHP): package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
+
+# The JupyterLab extension: npm ci, tsc and jupyter-builder, each only when its inputs
+# changed (content hashes; see labextension/build.py), then linked into the dev venv.
+labext: $(VENV_STAMP)
+	$(VPY) labextension/build.py --link $(LABEXT_LINK)
 
 # Debian's Chromium for the browser tier (Playwright drives it; it never downloads a browser).
 browser-deps:
@@ -42,10 +49,14 @@ include tools/k8s/k8s.mk
 include benchmarks/bench.mk
 
 test: setup browser-deps k8s-bin
-	$(MAKE) test-unit test-local test-cluster test-browser test-helm
+	$(MAKE) test-unit test-lab test-local test-cluster test-browser test-helm
 
 test-unit: setup
 	$(PYTEST) tests/unit -q
+
+# The extension's TypeScript: type-check the tests, then jest (offline: npm ran in setup).
+test-lab: setup
+	cd labextension && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest
 
 test-local: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH $(PYTEST) tests/local -q
@@ -62,4 +73,5 @@ test-helm: setup k8s-bin
 	else echo "helm tier: no tests yet"; fi
 
 clean:
-	rm -rf $(VENV) node_modules .cluster test-artifacts
+	rm -rf $(VENV) node_modules .cluster test-artifacts labextension/node_modules labextension/lib \
+	  labextension/prebuilt labextension/.build-stamp labextension/tsconfig.tsbuildinfo

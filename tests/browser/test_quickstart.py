@@ -9,20 +9,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from labpage import dismiss_news_toast
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 USER = "carol"
 SECOND = 1000  # Playwright timeouts are in milliseconds
-
-
-def dismiss_news_toast(page) -> None:
-    """JupyterLab may ask about news on first start (the hub config turns the feed off;
-    this guards against a version that asks anyway). Never fails the test."""
-    toast = page.locator(".jp-toast-button", has_text=re.compile(r"^\s*No\s*$"))
-    try:
-        toast.first.click(timeout=2 * SECOND)
-    except Exception:
-        pass
 
 
 def run_cell(cell, page, attempts: int = 3) -> None:

@@ -1,11 +1,14 @@
 """`pip install paddlecloud-hub` gives what runs: the wheel carries the hub configs, the
-examples and the quota page, declares the clients the code imports, and its demo finds
-its config without a checkout."""
+examples, the quota page and the prebuilt JupyterLab extension, declares the clients the
+code imports, and its demo finds its config without a checkout."""
 
 from __future__ import annotations
 
 import email
+import importlib.util
+import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,6 +17,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+LABEXT = "share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs"
+
+
+def labextension_build():
+    spec = importlib.util.spec_from_file_location("labextension_build", REPO / "labextension" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +63,46 @@ def test_an_installed_wheel_finds_its_own_demo_config(wheel, tmp_path):
     found = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONPATH": str(site)}).stdout.strip()
     assert found == str(site / "paddle_ext" / "hub" / "config" / "local_config.py")
+
+
+def test_the_wheel_carries_the_prebuilt_labextension_of_these_sources(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        data = {name.split(".data/data/", 1)[1]: name for name in archive.namelist() if ".data/data/" in name}
+        package = json.loads(archive.read(data[f"{LABEXT}/package.json"]))
+        install = json.loads(archive.read(data[f"{LABEXT}/install.json"]))
+        entry = f"{LABEXT}/{package['jupyterlab']['_build']['load']}"
+        assert entry in data, "the federated entry point the package.json names is missing"
+        code = b"".join(archive.read(name) for path, name in data.items() if path.endswith(".js"))
+        assert b"paddle/api" in code and b"paddlecloud:new-job" in code  # our plugin, not an empty shell
+    assert package["name"] == "@paddlecloud/jupyterlab-jobs"
+    assert package["version"] == "0.1.0" == wheel.name.split("-")[1]
+    assert install["packageName"] == "paddlecloud-hub"
+    built = sorted(p.relative_to(REPO / "labextension" / "prebuilt").as_posix()
+                   for p in (REPO / "labextension" / "prebuilt").rglob("*") if p.is_file())
+    assert sorted(name[len(LABEXT) + 1:] for name in data if name.startswith(LABEXT + "/")) == built
+    assert labextension_build().check_built() is None  # the build is the one of the sources here
+
+
+def test_the_installed_wheel_is_a_working_prebuilt_labextension(wheel, tmp_path):
+    prefix = tmp_path / "prefix"  # --ignore-installed: else pip uninstalls the dev venv's editable install
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", "--prefix", str(prefix),
+                    str(wheel)],
+                   check=True, timeout=300)
+    listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "JUPYTER_PATH": str(prefix / "share" / "jupyter"),
+                                                          "NO_COLOR": "1"})
+    section = listing.stdout + listing.stderr
+    section = section.split(str(prefix / "share" / "jupyter" / "labextensions"), 1)[1].split("\n\n", 1)[0]
+    line = next(line for line in section.splitlines() if "@paddlecloud/jupyterlab-jobs" in line)
+    assert "enabled" in line and "OK" in line and "(python, paddlecloud-hub)" in line, line
+
+
+def test_a_stale_or_missing_labextension_build_is_refused_not_shipped(tmp_path):
+    lab = labextension_build()
+    copy = tmp_path / "labextension"
+    shutil.copytree(REPO / "labextension", copy, ignore=shutil.ignore_patterns("node_modules", "lib"))
+    assert lab.check_built(copy) is None
+    (copy / "src" / "index.ts").write_text((copy / "src" / "index.ts").read_text() + "\n// changed\n")
+    assert lab.check_built(copy) == "the JupyterLab extension was built from other sources than these"
+    shutil.rmtree(copy / "prebuilt")
+    assert lab.check_built(copy) == "the JupyterLab extension is not built"

@@ -1,0 +1,132 @@
+/** How jobs, times and quotas read in the panel (pure). */
+
+import { amountValue, formatMemory, parseQuantity } from './quantity';
+import { IJob, IQuotaReport, QUOTA_FIELDS, QuotaField, isFinished } from './types';
+
+/** "45s", "3m 12s", "2h 05m", "3d 4h". */
+export function formatDuration(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) {
+    return `${s}s`;
+  }
+  if (s < 3600) {
+    return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+  }
+  if (s < 86400) {
+    return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  }
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+function seconds(from: string | null, to: number): number | null {
+  const start = from ? Date.parse(from) : NaN;
+  return Number.isNaN(start) ? null : (to - start) / 1000;
+}
+
+/** "started 5m 02s ago", or "" when the server gave no time. */
+export function jobAge(job: IJob, now: number): string {
+  const age = seconds(job.created, now);
+  return age === null ? '' : `${formatDuration(age)} ago`;
+}
+
+/** How long the job ran (until now if it still runs). */
+export function jobDuration(job: IJob, now: number): string {
+  const end = job.finished ? Date.parse(job.finished) : now;
+  const length = seconds(job.created, Number.isNaN(end) ? now : end);
+  return length === null ? '' : formatDuration(length);
+}
+
+/** "running 5m 02s", "waiting 12s" (Pending), "ran 3m 10s · 2h 05m ago". */
+export function jobTiming(job: IJob, now: number): string {
+  if (isFinished(job)) {
+    const age = jobAge(job, now);
+    return `ran ${jobDuration(job, now)}${age ? ` · ${age}` : ''}`;
+  }
+  return `${job.phase === 'Pending' ? 'waiting' : 'running'} ${jobDuration(job, now)}`;
+}
+
+export function gpusPerWorker(job: IJob): number {
+  return Number(job.spec?.gpus_per_worker ?? 0);
+}
+
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? '' : 's'}`;
+}
+
+/** "2 workers × 1 GPU", "1 worker × CPU". */
+export function jobResources(job: IJob): string {
+  const gpus = gpusPerWorker(job);
+  return `${plural(job.workers, 'worker')} × ${gpus ? plural(gpus, 'GPU') : 'CPU'}`;
+}
+
+/** What the status bar says: jobs not yet finished, and the GPUs they hold. */
+export function usageSummary(jobs: readonly IJob[]): { running: number; gpus: number } {
+  let running = 0;
+  let gpus = 0;
+  for (const job of jobs) {
+    if (!isFinished(job)) {
+      running++;
+      gpus += job.workers * gpusPerWorker(job);
+    }
+  }
+  return { running, gpus };
+}
+
+export interface IQuotaRow {
+  field: QuotaField;
+  label: string;
+  used: string;
+  limit: string;
+  /** used / limit, 0..1 (more when over), or null when unlimited. */
+  fraction: number | null;
+  source: string;
+}
+
+const QUOTA_LABELS: Record<QuotaField, string> = {
+  gpus: 'GPUs',
+  cpu: 'CPU',
+  memory: 'Memory',
+  pods: 'Pods',
+  running_jobs: 'Running jobs'
+};
+
+function amount(field: QuotaField, value: number | string): number {
+  if (field === 'cpu' || field === 'memory') {
+    try {
+      return amountValue(parseQuantity(String(value)));
+    } catch {
+      return NaN;
+    }
+  }
+  return Number(value);
+}
+
+function show(field: QuotaField, value: number | string): string {
+  if (field === 'memory') {
+    const bytes = amount(field, value);
+    return Number.isNaN(bytes) ? String(value) : formatMemory(bytes);
+  }
+  return String(value);
+}
+
+/** One row per quota field, in the server's order: used, limit and how full. */
+export function quotaRows(report: IQuotaReport): IQuotaRow[] {
+  return QUOTA_FIELDS.map(field => {
+    const limit = report.limits[field];
+    const used = report.used[field] ?? 0;
+    let fraction: number | null = null;
+    if (limit !== undefined && limit !== null) {
+      const most = amount(field, limit);
+      const now = amount(field, used);
+      fraction = most > 0 ? now / most : now > 0 ? Infinity : 0;
+    }
+    return {
+      field,
+      label: QUOTA_LABELS[field],
+      used: show(field, used),
+      limit: limit === undefined || limit === null ? 'unlimited' : show(field, limit),
+      fraction,
+      source: report.sources[field] ?? ''
+    };
+  });
+}

@@ -1,0 +1,91 @@
+/**
+ * The JSON shapes of the PaddleCloud REST API (`/paddle/api`), as the server's
+ * `Job.to_dict()`, `JobOptions.to_dict()` and `QuotaReport.to_dict()` write them.
+ */
+
+export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
+
+export const FINISHED_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed', 'Cancelled']);
+
+export interface IWorkerState {
+  index: number;
+  phase: Phase;
+  exit_code: number | null;
+  reason: string;
+}
+
+export interface IJobSpec {
+  name?: string | null;
+  command: string[];
+  workers?: number;
+  gpus_per_worker?: number;
+  cpu?: string;
+  memory?: string;
+  image?: string | null;
+  datasets?: string[];
+  env?: Record<string, string>;
+  max_runtime_seconds?: number | null;
+}
+
+export interface IJob {
+  name: string;
+  phase: Phase;
+  workers: number;
+  spec: IJobSpec;
+  reason: string;
+  message: string;
+  created: string | null;
+  finished: string | null;
+  worker_states: IWorkerState[];
+  backend: string;
+  /** What code the job ran (digest, files, size), once the server records it. */
+  code?: unknown;
+  /** Where the job's outputs are, once the server records it. */
+  outputs?: unknown;
+}
+
+export interface IChoice {
+  name: string;
+  description: string;
+}
+
+export interface IDatasetChoice extends IChoice {
+  mount_path: string;
+}
+
+export interface IOptions {
+  backend: string;
+  images: IChoice[];
+  datasets: IDatasetChoice[];
+  bounds: {
+    workers: { min: number; max: number };
+    gpus_per_worker: { min: number; max: number };
+    cpu: { max: string };
+    memory: { max: string };
+  };
+  defaults: {
+    workers: number;
+    gpus_per_worker: number;
+    cpu: string;
+    memory: string;
+    image: string | null;
+    command: string[];
+  };
+}
+
+export const QUOTA_FIELDS = ['gpus', 'cpu', 'memory', 'pods', 'running_jobs'] as const;
+export type QuotaField = (typeof QUOTA_FIELDS)[number];
+
+export interface IQuotaReport {
+  user: string;
+  /** Only the limits that are set; a missing field is unlimited. */
+  limits: Partial<Record<QuotaField, number | string>>;
+  sources: Partial<Record<QuotaField, string>>;
+  used: Record<QuotaField, number | string>;
+  running: string[];
+  gpu_hours: { '7d'?: number; '30d'?: number };
+}
+
+export function isFinished(job: Pick<IJob, 'phase'>): boolean {
+  return FINISHED_PHASES.has(job.phase);
+}
