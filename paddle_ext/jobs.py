@@ -53,6 +53,39 @@ class WorkerState:
         return {"index": self.index, "phase": str(self.phase), "exit_code": self.exit_code, "reason": self.reason}
 
 
+class Step(enum.StrEnum):
+    """Launch progress of one worker (see paddle_ext.progress), in order."""
+
+    QUEUED = "Queued"
+    SCHEDULING = "Scheduling"
+    PULLING = "Pulling"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+
+
+STEPS = tuple(Step)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerProgress:
+    """Which launch step a worker is at, what it waits for (`detail`) and its node."""
+
+    index: int
+    step: Step
+    detail: str = ""
+    node: str = ""
+
+    @property
+    def number(self) -> int:
+        """1-based position of the step, for progress bars."""
+        return STEPS.index(self.step) + 1
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "step": str(self.step), "detail": self.detail, "node": self.node,
+                "number": self.number, "of": len(STEPS)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     name: str
@@ -65,6 +98,7 @@ class Job:
     finished: str | None = None
     worker_states: tuple[WorkerState, ...] = ()
     backend: str = ""
+    progress: tuple[WorkerProgress, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -75,5 +109,5 @@ class Job:
             "name": self.name, "phase": str(self.phase), "workers": self.workers, "spec": self.spec,
             "reason": str(self.reason), "message": self.message, "created": self.created,
             "finished": self.finished, "worker_states": [w.to_dict() for w in self.worker_states],
-            "backend": self.backend,
+            "backend": self.backend, "progress": [p.to_dict() for p in self.progress],
         }

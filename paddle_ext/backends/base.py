@@ -19,6 +19,8 @@ from traitlets.config import LoggingConfigurable
 from ..constants import BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
 from ..errors import InvalidRequest, PaddleCloudError
 from ..jobs import Job
+from ..loglines import prefix_line
+from ..metrics import CursorError, MetricsPage, parse_cursor, read_metrics
 from ..options import JobOptions
 from ..quota.model import JobUsage, QuotaReport
 from ..spec import JobSpec
@@ -99,6 +101,20 @@ class JobBackend(LoggingConfigurable):
         async for index, line in merge_streams(streams, interleave=follow):
             yield prefix_line(index, line) if prefixed else line
 
+    async def metrics(self, name: str, since: str | None = None) -> MetricsPage:
+        """Metric points in the job's logs after the cursor `since` (none: from the start),
+        and the cursor for the next call. Read from the stored logs each time."""
+        job = await self.get(name)
+        try:
+            cursor = parse_cursor(since, job.workers)
+        except CursorError as exc:
+            raise InvalidRequest(str(exc)) from exc
+        logs: dict[int, list[str]] = {}
+        for index in range(job.workers):
+            logs[index] = [line async for line in self.worker_log(job, index, None, False)]
+        points, after = read_metrics(logs, cursor, job.done)
+        return MetricsPage(job.name, str(job.phase), job.done, tuple(points), after)
+
     async def quota(self) -> QuotaReport:
         """The current user's limits, usage and GPU-hours."""
         raise NotImplementedError
@@ -115,11 +131,6 @@ def check_worker(job: Job, worker: int | None) -> None:
     """Refuse a worker index the job does not have."""
     if worker is not None and not 0 <= worker < job.workers:
         raise InvalidRequest(f"Job '{job.name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
-
-
-def prefix_line(worker: int, line: str) -> str:
-    """The merged-log form of a line of one of several workers."""
-    return f"[worker-{worker}] {line}"
 
 
 async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool

@@ -25,6 +25,7 @@ from ..constants import JOB_NAME_ENV, QUOTA_FILE_ENV, dataset_env_name, paddlecl
 from ..errors import BackendUnavailable, JobExists, JobNotFound
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..launch import launch_argv
+from ..progress import local_progress
 from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import NAME_PATTERN, JobSpec
@@ -245,6 +246,7 @@ class LocalBackend(JobBackend):
             name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
             message=message, created=meta.get("created"), finished=finished,
             worker_states=tuple(workers), backend=self.name,
+            progress=tuple(local_progress(worker) for worker in workers),
         )
 
     async def get(self, name: str) -> Job:
