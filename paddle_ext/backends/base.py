@@ -19,7 +19,7 @@ from traitlets.config import LoggingConfigurable
 from ..constants import BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
 from ..errors import InvalidRequest, PaddleCloudError
 from ..jobs import Job
-from ..loglines import prefix_line
+from ..loglines import FrameworkFilter, prefix_line
 from ..metrics import CursorError, MetricsPage, parse_cursor, read_metrics
 from ..options import JobOptions
 from ..quota.model import JobUsage, QuotaReport
@@ -90,14 +90,17 @@ class JobBackend(LoggingConfigurable):
         raise NotImplementedError
 
     async def logs(self, name: str, worker: int | None = None, tail: int | None = None,
-                   follow: bool = False) -> AsyncIterator[str]:
+                   follow: bool = False, mine: bool = False) -> AsyncIterator[str]:
         """Log lines without newlines. Merged logs of several workers carry `[worker-I] `:
-        one worker after another, or with `follow` interleaved as lines arrive."""
+        one worker after another, or with `follow` interleaved as lines arrive. `mine`
+        leaves out framework noise (paddle_ext.loglines), after `tail` picked the lines."""
         job = await self.get(name)
         check_worker(job, worker)
         indexes = [worker] if worker is not None else list(range(job.workers))
         prefixed = worker is None and job.workers > 1
         streams = {i: self.worker_log(job, i, tail, follow) for i in indexes}
+        if mine:
+            streams = {i: users_only(stream) for i, stream in streams.items()}
         async for index, line in merge_streams(streams, interleave=follow):
             yield prefix_line(index, line) if prefixed else line
 
@@ -131,6 +134,14 @@ def check_worker(job: Job, worker: int | None) -> None:
     """Refuse a worker index the job does not have."""
     if worker is not None and not 0 <= worker < job.workers:
         raise InvalidRequest(f"Job '{job.name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
+
+
+async def users_only(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """One worker's lines without the framework's noise."""
+    noise = FrameworkFilter()
+    async for line in lines:
+        if not noise.is_framework(line):
+            yield line
 
 
 async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool
