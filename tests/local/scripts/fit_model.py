@@ -1,3 +1,5 @@
+"""A tiny paddle.Model.fit run (verbose=2, log_freq=2): its progress lines are what
+paddle_ext.metrics reads; tests/unit/data/*.log were captured from this script."""
 import numpy as np
 import paddle
 from paddle.io import Dataset
