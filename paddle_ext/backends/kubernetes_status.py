@@ -11,6 +11,7 @@ import json
 
 from ..constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, GPU_RESOURCE, KUBEFLOW_INDEX_LABEL,
                          SPEC_ANNOTATION)
+from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quota.model import parse_quota_rejection
 from .kubernetes_progress import IMAGE_PULL_REASONS, unschedulable, worker_progress
@@ -195,22 +196,3 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         progress=progress,
     )
-
-
-def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str) -> int:
-    """The most GPUs any one schedulable node has free (allocatable minus requests of its live pods)."""
-    used: dict[str, int] = {}
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        for container in (pod.get("spec") or {}).get("containers") or []:
-            requests = (container.get("resources") or {}).get("requests") or {}
-            used[node] = used.get(node, 0) + int(requests.get(gpu_resource, 0))
-    best = 0
-    for node in nodes:
-        if (node.get("spec") or {}).get("unschedulable"):
-            continue
-        allocatable = int(((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource, 0))
-        best = max(best, allocatable - used.get(node["metadata"]["name"], 0))
-    return best
