@@ -7,6 +7,7 @@ nodes, and run as local processes by tests/cluster/podrunner.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -190,6 +191,47 @@ def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
     assert [e["progress"] for e in events if e.get("message") in ours] == sorted(
         e["progress"] for e in events if e.get("message") in ours)
     assert hub.hub_api("DELETE", "/users/dave/server", token).status_code in (202, 204)
+
+
+async def test_admin_overview_counts_kwok_gpu_nodes_and_cancels_any_users_job(hub, cluster):
+    from paddle_ext.backends.kubernetes import KubernetesBackend
+    from paddle_ext.spec import JobSpec
+
+    token = hub.admin_token
+    hub.wait_ready("alice", token)
+    jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns("alice"), user="alice",
+                             pod_annotations={"kwok.paddlecloud.io/complete-after": "10m"})
+    try:
+        # alice's quota: 2 GPUs, one of them held by her GPU notebook
+        await jobs.submit(JobSpec(name="long-gpu", command=["python", "train.py"], workers=1, gpus_per_worker=1))
+        base = f"{hub.url}/services/quota/api"
+        admin = {"Authorization": f"token {token}"}
+        bob = {"Authorization": f"token {hub.new_token(hub.login('bob'), 'bob')}"}
+        assert requests.get(f"{base}/overview", headers=bob, timeout=60).status_code == 403
+
+        def running():
+            data = requests.get(f"{base}/overview", headers=admin, timeout=60).json()
+            rows = [r for r in data["jobs"] if r["name"] == "long-gpu" and r["phase"] == "Running"]
+            return (data, rows[0]) if rows else None
+
+        data, row = await asyncio.to_thread(wait_for, running, 60, 0.5, "alice's job in the overview")
+        assert {k: row[k] for k in ("user", "workers", "gpus", "backend")} == {
+            "user": "alice", "workers": 1, "gpus": 1, "backend": "kubernetes"}
+        capacity = data["capacity"]
+        assert capacity["source"] == "kubernetes"
+        assert [(n["name"], n["capacity"]["gpus"]) for n in capacity["nodes"]] == [("kwok-gpu-0", 8), ("kwok-gpu-1", 8)]
+        assert capacity["total"]["capacity"]["gpus"] == 16
+        assert capacity["total"]["used"]["gpus"] >= 2  # the job's and alice's GPU notebook's
+        assert "alice" in [u["user"] for u in data["gpu_hours"]["users"]]
+
+        assert requests.delete(f"{base}/jobs/alice/long-gpu", headers=bob, timeout=60).status_code == 403
+        cancelled = requests.delete(f"{base}/jobs/alice/long-gpu", headers=admin, timeout=60)
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["phase"] == "Cancelled"
+        assert (await jobs.get("long-gpu")).phase == "Cancelled"
+        assert "AUDIT: admin admin cancelled job long-gpu of user alice" in hub.log_tail(200_000)
+    finally:
+        await jobs.close()
 
 
 def test_alices_token_can_create_jobs_in_her_namespace_only(hub, core_v1):
