@@ -13,8 +13,8 @@ from typing import Sequence
 
 from .client import JobClient
 from .errors import PaddleCloudError
-from .jobs import STEPS, Job, Phase
-from .progress import describe
+from .jobs import Job, Phase
+from .progress import describe, steps_line
 from .quota.model import FIELDS, QuotaReport
 from .spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec
 
@@ -102,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--worker", type=int, help="only this worker's log")
     logs.add_argument("--tail", type=int, help="only the last N lines (per worker)")
     logs.add_argument("--mine", action="store_true",
-                      help="only your own output: leave out PaddlePaddle's launcher, glog and warning lines")
+                      help="only your own output: leave out PaddlePaddle's launcher, glog and warning lines "
+                           "and paddle_ext.report() records")
 
     cancel = commands.add_parser("cancel", parents=[common], help="stop a job")
     cancel.add_argument("name")
@@ -131,7 +132,7 @@ def _describe(job: Job) -> str:
         extra = f" - {worker.reason}" if worker.reason else ""
         lines.append(f"  worker-{worker.index}: {worker.phase}{code}{extra}")
     if job.progress:
-        lines.append("Progress: " + " > ".join(STEPS))
+        lines.append("Progress: " + steps_line(job.progress))
         lines.extend("  " + describe(progress) for progress in job.progress)
     return "\n".join(lines)
 

@@ -69,21 +69,24 @@ STEPS = tuple(Step)
 
 @dataclasses.dataclass(frozen=True)
 class WorkerProgress:
-    """Which launch step a worker is at, what it waits for (`detail`) and its node."""
+    """Which launch step a worker is at, what it waits for (`detail`) and its node.
+    `steps` are the steps this backend goes through (a local run is not queued,
+    scheduled or pulled)."""
 
     index: int
     step: Step
     detail: str = ""
     node: str = ""
+    steps: tuple[Step, ...] = STEPS
 
     @property
     def number(self) -> int:
-        """1-based position of the step, for progress bars."""
-        return STEPS.index(self.step) + 1
+        """1-based position of the step among `steps`, for progress bars."""
+        return self.steps.index(self.step) + 1
 
     def to_dict(self) -> dict:
         return {"index": self.index, "step": str(self.step), "detail": self.detail, "node": self.node,
-                "number": self.number, "of": len(STEPS)}
+                "number": self.number, "of": len(self.steps), "steps": [str(step) for step in self.steps]}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,14 +15,16 @@ patterns come from real PaddlePaddle 3 runs under `paddle.distributed.launch`:
                                                                                     the source line after
     /.../paddle/phi/kernels/x.cc:12:5: warning: unused variable 'y'                 compiler warnings
 
-A warning raised in the user's own files is the user's business and stays.
+A warning raised in the user's own files is the user's business and stays. The
+`paddle_ext.report()` records (`PADDLECLOUD_METRIC {...}`) are hidden as well under "my
+output only": the charts show them.
 """
 
 from __future__ import annotations
 
 import re
 
-from .constants import WORKER_PREFIX
+from .constants import METRIC_MARKER, WORKER_PREFIX
 
 _PREFIX = re.compile(r"^\[worker-(\d+)\] ")
 _LAUNCH = re.compile(r"^LAUNCH (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
@@ -79,6 +81,11 @@ class FrameworkFilter:
                     or text in _FRAMEWORK_MESSAGES)
 
 
+    def hides(self, line: str) -> bool:
+        """Whether "my output only" hides the line: framework noise, or a metric record."""
+        return self.is_framework(line) or split_prefix(line)[1].startswith(METRIC_MARKER)
+
+
 def framework_flags(lines: list[str]) -> list[bool]:
     """For each line of one stream (merged or not), whether it is framework noise."""
     noise = FrameworkFilter()
@@ -86,5 +93,6 @@ def framework_flags(lines: list[str]) -> list[bool]:
 
 
 def users_lines(lines: list[str]) -> list[str]:
-    """Only the user's own output."""
-    return [line for line, framework in zip(lines, framework_flags(lines)) if not framework]
+    """What "my output only" shows: the user's own printed lines."""
+    noise = FrameworkFilter()
+    return [line for line in lines if not noise.hides(line)]

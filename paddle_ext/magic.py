@@ -67,7 +67,7 @@ class TrainingJob:
 
     def logs(self, worker: int | None = None, tail: int | None = None, mine: bool = False) -> list[str]:
         """The log so far (merged, `[worker-I] ` prefixed with several workers); `mine`
-        leaves out PaddlePaddle's own noise."""
+        leaves out PaddlePaddle's own noise and the metric records."""
         return list(self.client.logs(self.name, worker=worker, tail=tail, mine=mine))
 
     def metrics(self) -> list[MetricPoint]:

@@ -93,7 +93,8 @@ class JobBackend(LoggingConfigurable):
                    follow: bool = False, mine: bool = False) -> AsyncIterator[str]:
         """Log lines without newlines. Merged logs of several workers carry `[worker-I] `:
         one worker after another, or with `follow` interleaved as lines arrive. `mine`
-        leaves out framework noise (paddle_ext.loglines), after `tail` picked the lines."""
+        leaves out framework noise and metric records (paddle_ext.loglines), after `tail`
+        picked the lines."""
         job = await self.get(name)
         check_worker(job, worker)
         indexes = [worker] if worker is not None else list(range(job.workers))
@@ -137,10 +138,10 @@ def check_worker(job: Job, worker: int | None) -> None:
 
 
 async def users_only(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """One worker's lines without the framework's noise."""
+    """One worker's lines without the framework's noise and metric records."""
     noise = FrameworkFilter()
     async for line in lines:
-        if not noise.is_framework(line):
+        if not noise.hides(line):
             yield line
 
 

@@ -12,7 +12,7 @@ import ipywidgets as widgets
 
 from ..client import JobClient
 from ..errors import PaddleCloudError
-from ..jobs import STEPS, Phase, WorkerProgress
+from ..jobs import Phase, WorkerProgress
 from ..loglines import FrameworkFilter
 from ..metrics import format_cursor
 from .plots import MetricsPlot
@@ -39,11 +39,11 @@ def render_stepper(progress: WorkerProgress | None, phase: str) -> str:
     if progress is None:
         return ""
     chips = []
-    for number, step in enumerate(STEPS, start=1):
+    for number, step in enumerate(progress.steps, start=1):
         if number < progress.number:
             state = "done"
         elif number == progress.number:
-            state = "failed" if phase == Phase.FAILED else ("done" if step == STEPS[-1] else "current")
+            state = "failed" if phase == Phase.FAILED else ("done" if step == progress.steps[-1] else "current")
         else:
             state = "todo"
         weight = "bold" if number == progress.number else "normal"
@@ -79,7 +79,7 @@ class JobMonitor(widgets.VBox):
         self.client = client or JobClient()
         self.name = name
         self.job = None
-        self._lines: deque[tuple[str, bool]] = deque(maxlen=max_lines)  # (line, framework noise?)
+        self._lines: deque[tuple[str, bool]] = deque(maxlen=max_lines)  # (line, hidden by "my output only"?)
         self._lock = threading.Lock()
         self._dirty = False
         self._generation = 0
@@ -141,7 +141,7 @@ class JobMonitor(widgets.VBox):
         noise = FrameworkFilter()
         try:
             for line in self.client.logs(self.name, worker=worker, follow=True):
-                framework = noise.is_framework(line)
+                framework = noise.hides(line)
                 with self._lock:
                     if generation != self._generation or self._stop.is_set():
                         return
@@ -158,9 +158,9 @@ class JobMonitor(widgets.VBox):
             shown = [line for line, framework in self._lines if not (mine and framework)]
             hidden = len(self._lines) - len(shown)
             self._dirty = False
-        note = (f'<div class="paddle-hidden-note" style="color:#757575;font-size:11px">{hidden} framework '
-                f"line{'s' if hidden != 1 else ''} hidden (untick &ldquo;My output only&rdquo; to see them)</div>"
-                if mine else "")
+        note = (f'<div class="paddle-hidden-note" style="color:#757575;font-size:11px">{hidden} '
+                f"line{'s' if hidden != 1 else ''} of framework output and metric records hidden "
+                "(untick &ldquo;My output only&rdquo; to see them)</div>" if mine else "")
         # column-reverse keeps the scroll position at the newest line, as a terminal does
         self.log_view.value = (
             note + '<div style="max-height:360px;overflow:auto;display:flex;flex-direction:column-reverse">'

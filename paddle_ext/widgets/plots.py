@@ -15,6 +15,9 @@ from bqplot import Axis, Figure, LinearScale, Lines
 from ..metrics import STEP_TIME, MetricPoint, mean_series, series, throughput
 
 THROUGHPUT = "steps/s"
+# One color per line (Category10): worker-i gets COLORS[i % 10]; the mean the first.
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+          "#17becf")
 PER_WORKER, MEAN = "workers", "mean"
 
 
@@ -43,10 +46,11 @@ class _Chart:
         self.figure.add_class("paddle-chart")
 
     def show(self, lines: dict[str, list[tuple[int, float]]]) -> None:
-        for label, values in lines.items():
+        for number, (label, values) in enumerate(lines.items()):
             mark = self.lines.get(label)
             if mark is None:
                 mark = self.lines[label] = Lines(x=[], y=[], scales={"x": self.x, "y": self.y}, labels=[label],
+                                                 colors=[COLORS[number % len(COLORS)]],
                                                  display_legend=len(lines) > 1, marker="circle", marker_size=12)
             with mark.hold_sync():
                 mark.x = [step for step, _ in values]

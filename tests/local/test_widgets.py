@@ -107,6 +107,7 @@ def test_monitor_plots_metrics_and_hides_framework_lines(client):
     shown = monitor.shown_lines
     assert shown and not any("LAUNCH" in line for line in shown)
     assert "[worker-1] rank 1: done" in shown and "LAUNCH INFO" not in monitor.log_view.value
-    assert "framework lines hidden" in monitor.log_view.value
+    assert "framework output and metric records hidden" in monitor.log_view.value
+    assert not any("PADDLECLOUD_METRIC" in line for line in shown)
     assert any("LAUNCH INFO" in line for line in monitor.log_lines)
     assert 'data-current="Finished"' in monitor.workers_view.value

@@ -90,3 +90,10 @@ def test_banner_and_warning_source_lines_are_tracked_per_worker():
         "[worker-1]   indented, but not right after a warning any more",
     ]
     assert framework_flags(lines) == [True, False, True, True, True, True, False, False]
+
+
+def test_my_output_only_also_hides_metric_records():
+    lines = ["[worker-0] PADDLECLOUD_METRIC {\"step\": 1, \"values\": {}}", "[worker-0] mine",
+             "PADDLECLOUD_METRIC {}", "PADDLECLOUD_METRIC_SOMETHING_ELSE is mine"]
+    assert users_lines(lines) == ["[worker-0] mine", "PADDLECLOUD_METRIC_SOMETHING_ELSE is mine"]
+    assert framework_flags(lines) == [False] * 4
