@@ -75,7 +75,7 @@ class JobMonitor(widgets.VBox):
     plots the metrics found in them (paddle_ext.report(), Model.fit) as they come."""
 
     def __init__(self, name: str, client: JobClient | None = None, max_lines: int = 5000,
-                 refresh_seconds: float = 0.5, on_done=None, **kwargs):
+                 refresh_seconds: float = 0.5, on_done=None, metrics_seconds: float = 2.0, **kwargs):
         self.client = client or JobClient()
         self.name = name
         self.job = None
@@ -87,6 +87,7 @@ class JobMonitor(widgets.VBox):
         self._refresh_seconds = refresh_seconds
         self._on_done = on_done
         self._metrics_cursor: str | None = None
+        self._metrics_seconds = metrics_seconds  # each look reads the stored logs again
 
         self.header = widgets.HTML()
         self.workers_view = widgets.HTML()
@@ -178,13 +179,15 @@ class JobMonitor(widgets.VBox):
             self.plots.layout.display = None
 
     def _tick(self) -> None:
-        last_status = 0.0
+        last_status = last_metrics = 0.0
         while not self._stop.is_set():
             self._render_logs()
+            if time.monotonic() - last_metrics > self._metrics_seconds:
+                last_metrics = time.monotonic()
+                self._refresh_metrics()
             if time.monotonic() - last_status > 1.0:
                 last_status = time.monotonic()
                 self._refresh_status()
-                self._refresh_metrics()
                 if self.job is not None and self.job.done:
                     if self._on_done is not None:
                         self._on_done(self.job)
