@@ -15,6 +15,7 @@ from typing import Sequence
 from .client import JobClient
 from .errors import PaddleCloudError
 from .jobs import Job, Phase
+from .progress import describe, steps_line
 from .quota.model import FIELDS, QuotaReport
 from .spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec
 
@@ -25,7 +26,7 @@ class UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     def error(self, message):  # one clear line instead of usage + error
         raise UsageError(message)
 
@@ -37,31 +38,55 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _add_common(parser: argparse.ArgumentParser, default) -> None:
+def add_backend_options(parser: argparse.ArgumentParser, default) -> None:
     parser.add_argument("--backend", choices=["local", "kubernetes"], default=default,
                         help="where jobs run (default: $PADDLECLOUD_BACKEND, else kubernetes in a cluster, else local)")
     parser.add_argument("--namespace", default=default,
                         help="Kubernetes namespace (default: the kubeconfig context's)")
 
 
+def add_job_options(parser: argparse.ArgumentParser) -> None:
+    """What a job asks for: the one definition `paddlecloud submit` and `%%paddle_train` share."""
+    parser.add_argument("--name", help="job name (lowercase letters, digits, '-'); generated if absent")
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="number of workers (nodes)")
+    parser.add_argument("--gpus-per-worker", type=int, default=DEFAULT_GPUS_PER_WORKER, help="GPUs per worker")
+    parser.add_argument("--cpu", default=DEFAULT_CPU, help="CPU per worker, e.g. 2 or 500m")
+    parser.add_argument("--memory", default=DEFAULT_MEMORY, help="memory per worker, e.g. 8Gi")
+    parser.add_argument("--image", help="container image (Kubernetes)")
+    parser.add_argument("--dataset", action="append", default=[], help="dataset to mount (repeatable)")
+    parser.add_argument("--env", action="append", default=[], type=_env_pair, help="KEY=VALUE (repeatable)")
+    parser.add_argument("--max-runtime", type=int, help="stop the job after this many seconds")
+
+
+def spec_from_options(args: argparse.Namespace, command: list[str], name: str | None = None) -> JobSpec:
+    """The JobSpec that add_job_options' options describe (SpecError names what is wrong)."""
+    return JobSpec(
+        name=name or args.name, command=command, workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker, cpu=args.cpu, memory=args.memory,
+        image=args.image, datasets=args.dataset, env=dict(args.env),
+        max_runtime_seconds=args.max_runtime,
+    )
+
+
+def error_line(prog: str, exc: BaseException) -> tuple[str, int]:
+    """The one line (and exit code) a command shows for bad input or a refusal."""
+    if isinstance(exc, UsageError):
+        return f"{prog}: error: {exc}", 2
+    if isinstance(exc, PaddleCloudError):
+        return f"{prog}: {exc.message}", 2 if exc.status in INPUT_ERROR_STATUSES else 1
+    return f"{prog}: error: {exc}", 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --backend/--namespace work before or after the command; after it they win.
-    common = _Parser(add_help=False)
-    _add_common(common, argparse.SUPPRESS)
-    parser = _Parser(prog="paddlecloud", description="Run distributed PaddlePaddle training jobs.")
-    _add_common(parser, None)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    common = OneLineParser(add_help=False)
+    add_backend_options(common, argparse.SUPPRESS)
+    parser = OneLineParser(prog="paddlecloud", description="Run distributed PaddlePaddle training jobs.")
+    add_backend_options(parser, None)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     submit = commands.add_parser("submit", parents=[common], help="start a job; prints its name")
-    submit.add_argument("--name", help="job name (lowercase letters, digits, '-'); generated if absent")
-    submit.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="number of workers (nodes)")
-    submit.add_argument("--gpus-per-worker", type=int, default=DEFAULT_GPUS_PER_WORKER, help="GPUs per worker")
-    submit.add_argument("--cpu", default=DEFAULT_CPU, help="CPU per worker, e.g. 2 or 500m")
-    submit.add_argument("--memory", default=DEFAULT_MEMORY, help="memory per worker, e.g. 8Gi")
-    submit.add_argument("--image", help="container image (Kubernetes)")
-    submit.add_argument("--dataset", action="append", default=[], help="dataset to mount (repeatable)")
-    submit.add_argument("--env", action="append", default=[], type=_env_pair, help="KEY=VALUE (repeatable)")
-    submit.add_argument("--max-runtime", type=int, help="stop the job after this many seconds")
+    add_job_options(submit)
     submit.add_argument("--follow", "-f", action="store_true", help="stream logs until the job ends")
     submit.add_argument("job_command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
 
@@ -77,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--follow", "-f", action="store_true", help="keep streaming until the job ends")
     logs.add_argument("--worker", type=int, help="only this worker's log")
     logs.add_argument("--tail", type=int, help="only the last N lines (per worker)")
+    logs.add_argument("--mine", action="store_true",
+                      help="only your own output: leave out PaddlePaddle's launcher, glog and warning lines "
+                           "and paddle_ext.report() records")
 
     cancel = commands.add_parser("cancel", parents=[common], help="stop a job")
     cancel.add_argument("name")
@@ -108,6 +136,9 @@ def _describe(job: Job) -> str:
         code = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
         extra = f" - {worker.reason}" if worker.reason else ""
         lines.append(f"  worker-{worker.index}: {worker.phase}{code}{extra}")
+    if job.progress:
+        lines.append("Progress: " + steps_line(job.progress))
+        lines.extend("  " + describe(progress) for progress in job.progress)
     return "\n".join(lines)
 
 
@@ -139,13 +170,7 @@ def run(args: argparse.Namespace) -> int:
 def run_command(client: JobClient, args: argparse.Namespace) -> int:
     if args.command == "submit":
         command = args.job_command[1:] if args.job_command[:1] == ["--"] else args.job_command
-        spec = JobSpec(
-            name=args.name, command=command, workers=args.workers,
-            gpus_per_worker=args.gpus_per_worker, cpu=args.cpu, memory=args.memory,
-            image=args.image, datasets=args.dataset, env=dict(args.env),
-            max_runtime_seconds=args.max_runtime,
-        )
-        job = client.submit(spec)
+        job = client.submit(spec_from_options(args, command))
         print(job.name, flush=True)
         return _follow(client, job.name) if args.follow else 0
     if args.command == "list":
@@ -163,7 +188,7 @@ def run_command(client: JobClient, args: argparse.Namespace) -> int:
             print(_describe(job))
         return 0
     if args.command == "logs":
-        for line in client.logs(args.name, worker=args.worker, tail=args.tail, follow=args.follow):
+        for line in client.logs(args.name, worker=args.worker, tail=args.tail, follow=args.follow, mine=args.mine):
             print(line, flush=True)
         return 0
     if args.command == "cancel":
@@ -208,15 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return run(args)
-    except UsageError as exc:
-        print(f"paddlecloud: error: {exc}", file=sys.stderr)
-        return 2
-    except PaddleCloudError as exc:
-        print(f"paddlecloud: {exc.message}", file=sys.stderr)
-        return 2 if exc.status in INPUT_ERROR_STATUSES else 1
-    except ValueError as exc:  # e.g. an unknown backend name from the environment
-        print(f"paddlecloud: error: {exc}", file=sys.stderr)
-        return 2
+    except (UsageError, PaddleCloudError, ValueError) as exc:  # ValueError: e.g. an unknown backend name
+        line, code = error_line("paddlecloud", exc)
+        print(line, file=sys.stderr)
+        return code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Mapping
 
 from .backends.base import JobBackend, make_backend
 from .jobs import Job
+from .metrics import MetricsPage
 from .options import JobOptions
 from .quota.model import QuotaReport
 from .spec import JobSpec
@@ -83,16 +84,22 @@ class JobClient:
         """Release the backend's connections (the client can still be used afterwards)."""
         self._run(self.backend.close())
 
+    def metrics(self, name: str, since: str | None = None) -> MetricsPage:
+        """Metric points of the job after cursor `since` (paddle_ext.metrics); `.cursor` of the
+        answer, formatted with paddle_ext.metrics.format_cursor, asks for what is new."""
+        return self._run(self.backend.metrics(name, since))
+
     def logs(self, name: str, worker: int | None = None, tail: int | None = None,
-             follow: bool = False) -> Iterator[str]:
-        """Log lines; with `follow`, new lines as they come until the job ends."""
+             follow: bool = False, mine: bool = False) -> Iterator[str]:
+        """Log lines; with `follow`, new lines as they come until the job ends; with `mine`,
+        without the framework's noise."""
         lines: queue.SimpleQueue = queue.SimpleQueue()
         end = object()
 
         async def pump():
             # One task reads the stream and hands lines over through a plain queue:
             # a cross-thread future per line made long logs ~5x slower.
-            stream = self.backend.logs(name, worker=worker, tail=tail, follow=follow)
+            stream = self.backend.logs(name, worker=worker, tail=tail, follow=follow, mine=mine)
             try:
                 async for line in stream:
                     lines.put(line)

@@ -62,6 +62,17 @@ DATASET_ENV_PREFIX = "PADDLECLOUD_DATASET_"
 # command as a host process and hands it the pod's service-account files here.
 SERVICE_ACCOUNT_DIR_ENV = "PADDLECLOUD_SERVICEACCOUNT_DIR"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Set by paddle.distributed.launch in every trainer process: its global rank.
+TRAINER_ID_ENV = "PADDLE_TRAINER_ID"
+
+# ---------------------------------------------------------------- notebooks and logs
+
+# paddle_ext.report() writes one line per call: this marker, then a JSON object.
+METRIC_MARKER = "PADDLECLOUD_METRIC "
+# %%paddle_train writes each cell's code here, under the notebook's folder.
+CELLS_DIR = "paddlecloud_cells"
+# The merged log of several workers prefixes each line with this (see loglines.prefix_line).
+WORKER_PREFIX = "[worker-{index}] "
 
 
 def paddlecloud_home() -> str:

@@ -53,6 +53,42 @@ class WorkerState:
         return {"index": self.index, "phase": str(self.phase), "exit_code": self.exit_code, "reason": self.reason}
 
 
+class Step(enum.StrEnum):
+    """Launch progress of one worker (see paddle_ext.progress), in order."""
+
+    QUEUED = "Queued"
+    SCHEDULING = "Scheduling"
+    PULLING = "Pulling"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+
+
+STEPS = tuple(Step)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerProgress:
+    """Which launch step a worker is at, what it waits for (`detail`) and its node.
+    `steps` are the steps this backend goes through (a local run is not queued,
+    scheduled or pulled)."""
+
+    index: int
+    step: Step
+    detail: str = ""
+    node: str = ""
+    steps: tuple[Step, ...] = STEPS
+
+    @property
+    def number(self) -> int:
+        """1-based position of the step among `steps`, for progress bars."""
+        return self.steps.index(self.step) + 1
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "step": str(self.step), "detail": self.detail, "node": self.node,
+                "number": self.number, "of": len(self.steps), "steps": [str(step) for step in self.steps]}
+
+
 @dataclasses.dataclass(frozen=True)
 class Job:
     name: str
@@ -67,6 +103,7 @@ class Job:
     backend: str = ""
     code: dict | None = None  # workspace.CodeSnapshot.record(): what the job ran
     outputs: dict | None = None  # OutputsRecord: where the job's outputs are kept, if anywhere
+    progress: tuple[WorkerProgress, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -78,6 +115,7 @@ class Job:
             "reason": str(self.reason), "message": self.message, "created": self.created,
             "finished": self.finished, "worker_states": [w.to_dict() for w in self.worker_states],
             "backend": self.backend, "code": self.code, "outputs": self.outputs,
+            "progress": [p.to_dict() for p in self.progress],
         }
 
 

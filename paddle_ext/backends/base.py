@@ -19,6 +19,8 @@ from traitlets.config import LoggingConfigurable
 from ..constants import BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
 from ..errors import InvalidRequest, NotFound, PaddleCloudError
 from ..jobs import Job
+from ..loglines import FrameworkFilter, prefix_line
+from ..metrics import CursorError, MetricsPage, parse_cursor, read_metrics
 from ..options import JobOptions
 from ..quota.model import JobUsage, QuotaReport
 from ..spec import JobSpec
@@ -97,20 +99,38 @@ class JobBackend(LoggingConfigurable):
         raise NotImplementedError
 
     async def logs(self, name: str, worker: int | None = None, tail: int | None = None,
-                   follow: bool = False) -> AsyncIterator[str]:
+                   follow: bool = False, mine: bool = False) -> AsyncIterator[str]:
         """Log lines without newlines. Merged logs of several workers carry `[worker-I] `:
-        one worker after another, or with `follow` interleaved as lines arrive."""
+        one worker after another, or with `follow` interleaved as lines arrive. `mine`
+        leaves out framework noise and metric records (paddle_ext.loglines), after `tail`
+        picked the lines."""
         job = await self.get(name)
         check_worker(job, worker)
         indexes = [worker] if worker is not None else list(range(job.workers))
         prefixed = worker is None and job.workers > 1
         streams = {i: self.worker_log(job, i, tail, follow) for i in indexes}
+        if mine:
+            streams = {i: users_only(stream) for i, stream in streams.items()}
         async for index, line in merge_streams(streams, interleave=follow):
             yield prefix_line(index, line) if prefixed else line
 
     async def code_archive(self, name: str) -> bytes:
         """The gzipped tar of the code the job ran (workspace.snapshot)."""
         raise NotImplementedError
+
+    async def metrics(self, name: str, since: str | None = None) -> MetricsPage:
+        """Metric points in the job's logs after the cursor `since` (none: from the start),
+        and the cursor for the next call. Read from the stored logs each time."""
+        job = await self.get(name)
+        try:
+            cursor = parse_cursor(since, job.workers)
+        except CursorError as exc:
+            raise InvalidRequest(str(exc)) from exc
+        logs: dict[int, list[str]] = {}
+        for index in range(job.workers):
+            logs[index] = [line async for line in self.worker_log(job, index, None, False)]
+        points, after = read_metrics(logs, cursor, job.done)
+        return MetricsPage(job.name, str(job.phase), job.done, tuple(points), after)
 
     async def quota(self) -> QuotaReport:
         """The current user's limits, usage and GPU-hours."""
@@ -137,9 +157,12 @@ def check_worker(job: Job, worker: int | None) -> None:
         raise InvalidRequest(f"Job '{job.name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
 
 
-def prefix_line(worker: int, line: str) -> str:
-    """The merged-log form of a line of one of several workers."""
-    return f"[worker-{worker}] {line}"
+async def users_only(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+    """One worker's lines without the framework's noise and metric records."""
+    noise = FrameworkFilter()
+    async for line in lines:
+        if not noise.hides(line):
+            yield line
 
 
 async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool

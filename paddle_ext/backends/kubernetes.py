@@ -33,6 +33,7 @@ from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, CodeTooLarge, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .identity import current_user
+from .kubernetes_progress import related_events
 from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
@@ -304,10 +305,10 @@ class KubernetesBackend(JobBackend):
     async def _pods(self, selector: str) -> list[dict]:
         return (await self._call("list pods", "get", self._path("pods"), labelSelector=selector)).get("items", [])
 
-    async def _events(self, name: str) -> list[dict]:
+    async def _events(self) -> list[dict]:
+        """The namespace's events (a job's own and its pods': kubernetes_progress picks them)."""
         try:
-            data = await self._call("list events", "get", self._path("events"),
-                                    fieldSelector=f"involvedObject.name={name}")
+            data = await self._call("list events", "get", self._path("events"))
         except Forbidden:
             return []
         return data.get("items", [])
@@ -324,7 +325,8 @@ class KubernetesBackend(JobBackend):
 
     async def get(self, name: str) -> Job:
         job, pods, events = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)),
-                                                 self._events(name))
+                                                 self._events())
+        events = related_events(name, pods, events)
         result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()

@@ -11,10 +11,10 @@ import json
 
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, GPU_RESOURCE,
                          KUBEFLOW_INDEX_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
+from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quota.model import parse_quota_rejection
-
-IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+from .kubernetes_progress import IMAGE_PULL_REASONS, unschedulable, worker_progress
 
 
 def _conditions(obj: dict) -> dict[str, dict]:
@@ -70,15 +70,7 @@ def worker_state(index: int, pod: dict | None, cancelled: bool) -> WorkerState:
     waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
     if waiting.get("reason"):
         return WorkerState(index, Phase.PENDING, None, waiting["reason"])
-    return WorkerState(index, Phase.PENDING, None, Reason.UNSCHEDULABLE if _unschedulable(pod) else "")
-
-
-def _unschedulable(pod: dict) -> dict | None:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == "Unschedulable":
-            return condition
-    return None
+    return WorkerState(index, Phase.PENDING, None, Reason.UNSCHEDULABLE if unschedulable(pod) else "")
 
 
 def _pod_spec(job: dict) -> dict:
@@ -122,19 +114,27 @@ def failure(job: dict, workers: dict[int, dict], condition: dict) -> tuple[str, 
     return condition.get("reason") or "Failed", condition.get("message") or "The job failed."
 
 
+def quota_refusal(events: list[dict], gpu_resource: str) -> str | None:
+    """The quota's refusal of the job's pods (the newest FailedCreate event), in words."""
+    for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True):
+        if event.get("reason") == "FailedCreate" and "exceeded quota" in event.get("message", ""):
+            return parse_quota_rejection(event["message"], gpu_resource)
+    return None
+
+
 def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_free_gpus: int | None,
                    gpu_resource: str) -> tuple[str, str] | None:
     """Why a job is not running yet, if Kubernetes says why."""
-    for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True):
-        if event.get("reason") == "FailedCreate" and "exceeded quota" in event.get("message", ""):
-            return Reason.QUOTA_EXCEEDED, parse_quota_rejection(event["message"], gpu_resource)
+    refused = quota_refusal(events, gpu_resource)
+    if refused:
+        return Reason.QUOTA_EXCEEDED, refused
     for index, pod in sorted(workers.items()):
         waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in IMAGE_PULL_REASONS:
             return Reason.IMAGE_PULL_BACK_OFF, (f"Cannot pull image '{container_image(job)}' for worker {index}: "
                                         f"{waiting.get('message') or waiting['reason']}.")
     for index, pod in sorted(workers.items()):
-        condition = _unschedulable(pod)
+        condition = unschedulable(pod)
         if condition:
             gpus = requested_gpus(job, gpu_resource)
             parts = []
@@ -182,10 +182,17 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
             phase, reason, message = Phase.RUNNING, Reason.NONE, ""
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
+    suspended = bool((job.get("spec") or {}).get("suspend")) and not cancelled
+    refused = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
+    progress = tuple(
+        worker_progress(i, workers.get(i), states[i], events, image=container_image(job), suspended=suspended,
+                        quota_message=refused, gpus=requested_gpus(job, gpu_resource), max_free_gpus=max_free_gpus)
+        for i in range(count))
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
+        progress=progress,
     )
 
 
@@ -195,22 +202,3 @@ def _json_annotation(annotations: dict, key: str) -> dict | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str) -> int:
-    """The most GPUs any one schedulable node has free (allocatable minus requests of its live pods)."""
-    used: dict[str, int] = {}
-    for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        for container in (pod.get("spec") or {}).get("containers") or []:
-            requests = (container.get("resources") or {}).get("requests") or {}
-            used[node] = used.get(node, 0) + int(requests.get(gpu_resource, 0))
-    best = 0
-    for node in nodes:
-        if (node.get("spec") or {}).get("unschedulable"):
-            continue
-        allocatable = int(((node.get("status") or {}).get("allocatable") or {}).get(gpu_resource, 0))
-        best = max(best, allocatable - used.get(node["metadata"]["name"], 0))
-    return best

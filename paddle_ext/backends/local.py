@@ -26,6 +26,7 @@ from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FIL
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
 from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
 from ..launch import launch_argv
+from ..progress import local_progress
 from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import NAME_PATTERN, JobSpec
@@ -260,6 +261,7 @@ class LocalBackend(JobBackend):
             name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
             message=message, created=meta.get("created"), finished=finished,
             worker_states=tuple(workers), backend=self.name, code=meta.get("code"), outputs=meta.get("outputs"),
+            progress=tuple(local_progress(worker) for worker in workers),
         )
 
     async def get(self, name: str) -> Job:

@@ -10,6 +10,10 @@ Routes (under the service prefix):
     PUT  api/quotas/users/{user}    {"gpus", "cpu", "memory", "pods", "running_jobs"} (admins)
     PUT  api/quotas/groups/{group}  same fields (admins)
     PUT  api/quotas/default         same fields (admins)
+    GET  api/overview               the cluster's capacity and usage, every running job, GPU-hours
+                                    per user and group (admins)
+    DELETE api/jobs/{user}/{job}    cancel any user's job, audited in the log with the admin's name
+                                    (admins; POST does the same for clients without DELETE)
 
 A field left out of a PUT keeps its value; `null` clears it. A PUT may carry
 `"revision": N` (the entry's revision as read); if the entry changed since, the answer
@@ -52,9 +56,11 @@ from ..constants import (GPU_RESOURCE, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, 
                          USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import BackendUnavailable, Forbidden, PaddleCloudError
 from ..json_errors import JsonErrorsMixin
-from ..kubeapi import KubeApi
-from ..quota.model import FIELDS, QuotaConfig, QuotaInputError, check_name, parse_patch, resolve
+from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
+from ..quota.model import FIELDS, JobUsage, QuotaConfig, QuotaInputError, check_name, parse_patch, resolve
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
+from ..timestamps import now
+from .overview import overview
 from .quota_sync import QuotaSync, hub_namespace_default
 from .usage import KubernetesUsage, LocalUsage
 
@@ -233,6 +239,24 @@ class AllQuotasHandler(QuotaHandler):
         self.write_json(await self.service.overview())
 
 
+class OverviewHandler(QuotaHandler):
+    @require_scope(ADMIN_SCOPE)
+    async def get(self):
+        self.write_json(await self.service.cluster_overview())
+
+
+class AdminJobHandler(QuotaHandler):
+    """Cancel any user's job (admins); the log records who did it."""
+
+    @require_scope(ADMIN_SCOPE)
+    async def delete(self, user: str, job: str):
+        check_name("user", user)
+        cancelled = await self.service.cancel_job(self.caller()["name"], user, job)
+        self.write_json(cancelled, status=202)
+
+    post = delete
+
+
 class CallbackHandler(HubOAuthCallbackHandler):
     """The OAuth callback, with the same HubOAuth (and so the same PKCE state) as the rest."""
 
@@ -248,6 +272,8 @@ class PageHandler(QuotaHandler):
         page = (STATIC / "admin.html").read_text(encoding="utf-8")
         boot = {"user": user["name"], "writer": self.may_administer(), "xsrf": self.xsrf_token.decode(),
                 "api": url_path_join(self.service.prefix, "api/quotas"), "fields": list(FIELDS),
+                "overview": url_path_join(self.service.prefix, "api/overview"),
+                "jobs": url_path_join(self.service.prefix, "api/jobs/"),
                 "hub": self.hub_auth.hub_prefix, "static": url_path_join(self.service.prefix, "static/")}
         self.set_header("Cache-Control", "no-store")
         self.finish(page.replace("__BOOT__", json.dumps(boot).replace("<", "\\u003c"))
@@ -403,6 +429,42 @@ class QuotaService(Application):
             "users": await asyncio.gather(*(one(user) for user in sorted(users, key=lambda u: u["name"]))),
         }
 
+    async def cluster_overview(self) -> dict:
+        """Capacity and usage, every user's running jobs, GPU-hours per user and group."""
+        users = await self.directory.users()
+        limit = asyncio.Semaphore(self.usage_concurrency)
+        user_jobs, errors = {}, {}
+
+        async def one(user: dict) -> None:
+            async with limit:
+                try:
+                    jobs = await self.usage_source.jobs(user["name"])
+                except (PaddleCloudError, ValueError) as exc:  # ValueError: no namespace name for this user
+                    errors[user["name"]] = getattr(exc, "message", str(exc))
+                    jobs = []
+            user_jobs[user["name"]] = (user.get("groups") or [], jobs)
+
+        await asyncio.gather(*(one(user) for user in users))
+        running = [JobUsage.of(job.name, job.spec) for _, jobs in user_jobs.values() for job in jobs if not job.done]
+        try:
+            capacity = await self.usage_source.capacity(running)
+        except (KubeApiError, KubeUnreachable) as exc:
+            self.log.warning("Cannot read the cluster's nodes and pods: %s", exc)
+            capacity = {"source": self.store_kind, "nodes": [], "total": None,
+                        "error": f"Cannot read the cluster's nodes and pods: {exc}"}
+        return overview(capacity, user_jobs, now(), errors)
+
+    async def cancel_job(self, admin: str, user: str, job: str) -> dict:
+        """Cancel `user`'s job `job` on behalf of `admin`, and say so in the log."""
+        if await self.directory.user(user) is None:
+            raise UnknownName("user", user)
+        try:
+            cancelled = await self.usage_source.cancel(user, job)
+        except ValueError as exc:  # no namespace name can be derived for this user
+            raise BackendUnavailable(f"Cannot find {user}'s jobs: {exc}") from exc
+        self.log.info("AUDIT: admin %s cancelled job %s of user %s (now %s)", admin, job, user, cancelled.phase)
+        return {"user": user, **cancelled.to_dict()}
+
     # ---- changes
 
     async def update(self, kind: str, name: str | None, patch: dict) -> dict:
@@ -454,6 +516,8 @@ class QuotaService(Application):
             (url_path_join(prefix, "api/quotas/default"), DefaultQuotaHandler),
             (url_path_join(prefix, "api/quotas/users/([^/]+)"), UserQuotaHandler),
             (url_path_join(prefix, "api/quotas/groups/([^/]+)"), GroupQuotaHandler),
+            (url_path_join(prefix, "api/overview"), OverviewHandler),
+            (url_path_join(prefix, "api/jobs/([^/]+)/([^/]+)"), AdminJobHandler),
         ], hub_auth=hub_auth, quota_service=self, cookie_secret=os.urandom(32), login_url=hub_auth.login_url)
 
     async def serve(self) -> None:

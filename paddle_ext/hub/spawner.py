@@ -8,6 +8,10 @@ notebook's ServiceAccount, Role and RoleBinding, a LimitRange, the dataset claim
 (paddle_ext.tenancy, paddle_ext.hub.settings), the user's ResourceQuota from the quota
 settings (paddle_ext.hub.quota_sync); then a profile the quota cannot fit is refused at
 once with the quota message, instead of a pod that never starts.
+
+Each of these steps, and the home volume, is reported as it happens through
+KubeSpawner's progress events (`progress()`), so the hub's spawn page shows them before
+the pod's own events.
 """
 
 from __future__ import annotations
@@ -52,6 +56,45 @@ class PaddleCloudSpawner(KubeSpawner):
     def _default_settings(self):
         return HubSettings.load()
 
+    # ------------------------------------------------------------ progress of our own steps
+
+    _setup_events: list[dict] | None = None
+    _setup_done: bool = True
+
+    def _step(self, message: str) -> None:
+        """Record one of our spawn steps for the spawn page (progress() sends them)."""
+        events = self._setup_events if self._setup_events is not None else []
+        events.append({"progress": min(5 + 3 * len(events), 25), "message": message})
+        self._setup_events = events
+        self.log.info("Spawn of %s: %s", self.user.name, message)
+
+    async def start(self):
+        self._setup_events = []
+        self._setup_done = not self.enable_user_namespaces
+        return await super().start()
+
+    async def progress(self):
+        """Our own steps (namespace, RBAC, limits, datasets, quota, volume) as they happen,
+        then KubeSpawner's pod events."""
+        sent = 0
+        while True:
+            events = self._setup_events or []
+            while sent < len(events):
+                yield events[sent]
+                sent += 1
+            future = self._start_future
+            if self._setup_done or (future is not None and future.done()):
+                break
+            await asyncio.sleep(0.2)
+        async for event in super().progress():
+            yield event
+
+    async def _make_create_pvc_request(self, pvc, request_timeout):
+        created = await super()._make_create_pvc_request(pvc, request_timeout)
+        if created:
+            self._step(f"Home volume {pvc.metadata.name} ready")
+        return created
+
     async def _create_ignoring_conflict(self, create: Callable, *args) -> None:
         try:
             await asyncio.wait_for(create(*args), self.k8s_api_request_timeout)
@@ -60,18 +103,29 @@ class PaddleCloudSpawner(KubeSpawner):
                 raise
 
     async def _ensure_namespace(self):
+        try:
+            await self._prepare_namespace()
+        finally:
+            self._setup_done = True
+
+    async def _prepare_namespace(self):
         await super()._ensure_namespace()
         settings = self.paddlecloud_settings
         ns = self.namespace
+        self._step(f"Namespace {ns} ready")
         rbac = RbacAuthorizationV1Api(self.api.api_client)
         await self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns,
                                              tenancy.service_account(ns))
         await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
         await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(ns))
+        self._step("Service account and role for training jobs ready")
         await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, ns, tenancy.limit_range(
             ns, settings.limit_range_cpu, settings.limit_range_memory))
-        for claim in dataset_claims(settings, ns):
+        claims = dataset_claims(settings, ns)
+        for claim in claims:
             await self._create_ignoring_conflict(self.api.create_namespaced_persistent_volume_claim, ns, claim)
+        if claims:
+            self._step("Dataset volumes ready: " + ", ".join(claim["metadata"]["name"] for claim in claims))
         if self.sync_quota:
             await self._sync_quota()
         await self._check_quota_fits()
@@ -84,8 +138,9 @@ class PaddleCloudSpawner(KubeSpawner):
                          settings.gpu_resource, initial_default=initial)
         written = await sync.sync_user(self.user.name, [group.name for group in self.user.groups],
                                        namespace=self.namespace)
-        self.log.info("Quota of %s in %s: %s", self.user.name, self.namespace,
-                      (written or {}).get("spec", {}).get("hard", "unlimited"))
+        hard = (written or {}).get("spec", {}).get("hard") or {}
+        self.log.info("Quota of %s in %s: %s", self.user.name, self.namespace, hard or "unlimited")
+        self._step("Quota applied: " + (", ".join(f"{k}={v}" for k, v in sorted(hard.items())) or "unlimited"))
 
     async def _check_quota_fits(self) -> None:
         gpu = self.paddlecloud_settings.gpu_resource
@@ -99,4 +154,6 @@ class PaddleCloudSpawner(KubeSpawner):
             except QuotaExceeded as exc:
                 reason = f"{exc.message} Pick a smaller profile or ask an admin."
                 self.log.info("Refusing %s's server: %s", self.user.name, reason)
+                self._step(f"Quota check failed: {exc.message}")
                 raise web.HTTPError(403, reason) from exc
+        self._step("Quota check passed: the server fits")

@@ -1,13 +1,21 @@
 """What each user's jobs use, for the quota service: from their local job folder (the
-embedded default) or their namespace (Kubernetes)."""
+embedded default) or their namespace (Kubernetes); and what the whole cluster has, for
+the admin overview."""
 
 from __future__ import annotations
 
+import os
+import socket
+from decimal import Decimal
+
+from ..backends.base import JobBackend
 from ..backends.kubernetes import KubernetesBackend
 from ..backends.local import LocalBackend
+from ..capacity import NodeUsage, Resources, node_usage, total
 from ..errors import PaddleCloudError
-from ..kubeapi import KubeApi
-from ..quota.model import Effective, QuotaReport, report
+from ..jobs import Job
+from ..kubeapi import KubeApi, api_path
+from ..quota.model import Effective, JobUsage, QuotaReport, report
 from ..timestamps import now
 from .settings import namespace_for
 
@@ -19,9 +27,25 @@ class LocalUsage:
         self.home_template = home_template
         self.home = home
 
+    def backend(self, username: str) -> JobBackend:
+        return LocalBackend(home=self.home_template.format(home=self.home, username=username), user=username)
+
+    async def jobs(self, username: str) -> list[Job]:
+        return await self.backend(username).list()
+
+    async def cancel(self, username: str, job: str) -> Job:
+        return await self.backend(username).cancel(job)
+
     async def report(self, username: str, effective: Effective) -> QuotaReport:
-        backend = LocalBackend(home=self.home_template.format(home=self.home, username=username), user=username)
-        return report(username, effective, await backend.list(), now())
+        return report(username, effective, await self.jobs(username), now())
+
+    async def capacity(self, running: list[JobUsage]) -> dict:
+        """This machine: its CPUs and memory, no GPUs; used = what the running jobs ask for."""
+        memory = Decimal(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        used = Resources(sum(int(j.gpus) for j in running), sum((j.cpu for j in running), Decimal(0)),
+                         sum((j.memory for j in running), Decimal(0)))
+        node = NodeUsage(socket.gethostname(), Resources(0, Decimal(os.cpu_count() or 1), memory), used)
+        return {"source": "local", "nodes": [node.to_dict()], "total": total([node])}
 
 
 class KubernetesUsage:
@@ -32,10 +56,20 @@ class KubernetesUsage:
         self.namespace_template = namespace_template
         self.gpu_resource = gpu_resource
 
+    def backend(self, username: str) -> KubernetesBackend:
+        """Raises ValueError when no namespace name can be derived for the user."""
+        return KubernetesBackend(api=self.api, namespace=namespace_for(username, self.namespace_template),
+                                 user=username, gpu_resource=self.gpu_resource)
+
+    async def jobs(self, username: str) -> list[Job]:
+        return await self.backend(username).list()
+
+    async def cancel(self, username: str, job: str) -> Job:
+        return await self.backend(username).cancel(job)
+
     async def report(self, username: str, effective: Effective) -> QuotaReport:
         """Raises ValueError when no namespace name can be derived for the user."""
-        backend = KubernetesBackend(api=self.api, namespace=namespace_for(username, self.namespace_template),
-                                    user=username, gpu_resource=self.gpu_resource)
+        backend = self.backend(username)
         try:
             jobs = await backend.list()
         except PaddleCloudError:
@@ -45,3 +79,11 @@ class KubernetesUsage:
         except PaddleCloudError:
             in_use = {}
         return report(username, effective, jobs, now(), in_use)
+
+    async def capacity(self, running: list[JobUsage]) -> dict:
+        """Every node's allocatable resources and its live pods' requests (notebooks included)."""
+        nodes = (await self.api.get(api_path("v1", "nodes"))).get("items", [])
+        pods = (await self.api.get(api_path("v1", "pods"),
+                                   fieldSelector="status.phase!=Succeeded,status.phase!=Failed")).get("items", [])
+        usage = node_usage(nodes, pods, self.gpu_resource)
+        return {"source": "kubernetes", "nodes": [node.to_dict() for node in usage], "total": total(usage)}

@@ -44,6 +44,9 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
             raise InvalidRequest(f"The '{name}' parameter names no folder: '{relative}' does not exist.")
         return folder
 
+    def bool_argument(self, name: str) -> bool:
+        return self.get_argument(name, "0").lower() in ("1", "true", "yes")
+
     def int_argument(self, name: str) -> int | None:
         value = self.get_argument(name, None)
         if value is None or value == "":
@@ -55,6 +58,17 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
         if number < 0:
             raise InvalidRequest(f"The '{name}' parameter must not be negative (got {number}).")
         return number
+
+
+class MetricsHandler(PaddleHandler):
+    """Metric points found in the job's logs: `?since=<cursor>` for only what is new
+    (the README documents the JSON)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, name):
+        page = await self.backend.metrics(name, self.get_argument("since", None) or None)
+        self.write_json(page.to_dict())
 
 
 class JobsHandler(PaddleHandler):
@@ -97,9 +111,10 @@ class LogsHandler(PaddleHandler):
     async def get(self, name):
         worker = self.int_argument("worker")
         tail = self.int_argument("tail")
-        follow = self.get_argument("follow", "0").lower() in ("1", "true", "yes")
+        follow = self.bool_argument("follow")
+        mine = self.bool_argument("mine")
         check_worker(await self.backend.get(name), worker)  # 404 and 400 before any streaming starts
-        lines = self.backend.logs(name, worker=worker, tail=tail, follow=follow)
+        lines = self.backend.logs(name, worker=worker, tail=tail, follow=follow, mine=mine)
         if follow:
             await self._stream(name, lines)
         else:
@@ -171,6 +186,7 @@ HANDLERS = [
     (r"/paddle/api/jobs/?", JobsHandler),
     (rf"/paddle/api/jobs/{_NAME}/logs", LogsHandler),
     (rf"/paddle/api/jobs/{_NAME}/code", CodeHandler),
+    (rf"/paddle/api/jobs/{_NAME}/metrics", MetricsHandler),
     (rf"/paddle/api/jobs/{_NAME}/?", JobHandler),
     (r"/paddle/api/options", OptionsHandler),
     (r"/paddle/api/quota", QuotaHandler),

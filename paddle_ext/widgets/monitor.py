@@ -1,4 +1,5 @@
-"""JobMonitor (phase, workers, live logs, Cancel) and JobList."""
+"""JobMonitor (phase, each worker's launch progress, live metric plots, live logs with a
+"My output only" toggle, Cancel) and JobList."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import ipywidgets as widgets
 
 from ..client import JobClient
 from ..errors import PaddleCloudError
-from ..jobs import Phase
+from ..jobs import Phase, WorkerProgress
+from ..loglines import FrameworkFilter
+from ..metrics import format_cursor
+from .plots import MetricsPlot
 
 ALL_WORKERS = -1  # the filter's "All workers" choice (a Dropdown shows nothing for None)
 
@@ -27,44 +31,81 @@ def phase_badge(phase: str) -> str:
             f'padding:1px 8px;border-radius:8px">{html.escape(phase)}</span>')
 
 
+STEP_COLORS = {"done": "#2e7d32", "current": "#1565c0", "todo": "#bdbdbd", "failed": "#c62828"}
+
+
+def render_stepper(progress: WorkerProgress | None, phase: str) -> str:
+    """Queued > Scheduling > Pulling > Starting > Running > Finished, the current step marked."""
+    if progress is None:
+        return ""
+    chips = []
+    for number, step in enumerate(progress.steps, start=1):
+        if number < progress.number:
+            state = "done"
+        elif number == progress.number:
+            state = "failed" if phase == Phase.FAILED else ("done" if step == progress.steps[-1] else "current")
+        else:
+            state = "todo"
+        weight = "bold" if number == progress.number else "normal"
+        chips.append(f'<span class="paddle-step paddle-step-{state}" data-step="{step}" '
+                     f'style="color:{STEP_COLORS[state]};font-weight:{weight};white-space:nowrap">'
+                     f'{"&#9679;" if state != "todo" else "&#9675;"} {step}</span>')
+    return (f'<span class="paddle-progress" data-current="{progress.step}">'
+            + ' <span style="color:#bdbdbd">&rsaquo;</span> '.join(chips) + "</span>")
+
+
 def render_workers(job) -> str:
     cell = 'style="padding:2px 14px 2px 0;text-align:left"'
-    rows = "".join(
-        f"<tr><td {cell}>worker-{w.index}</td><td {cell}>{html.escape(w.phase)}</td>"
-        f"<td {cell}>{'' if w.exit_code is None else w.exit_code}</td><td {cell}>{html.escape(w.reason)}</td></tr>"
-        for w in job.worker_states
-    )
+    progress = {p.index: p for p in job.progress}
+    rows = []
+    for w in job.worker_states:
+        step = progress.get(w.index)
+        detail = step.detail if step and step.detail else w.reason
+        rows.append(
+            f'<tr data-worker="{w.index}"><td {cell}>worker-{w.index}</td><td {cell}>{html.escape(w.phase)}</td>'
+            f"<td {cell}>{'' if w.exit_code is None else w.exit_code}</td>"
+            f"<td {cell}>{render_stepper(step, w.phase)}</td>"
+            f'<td {cell} class="paddle-detail">{html.escape(detail)}</td></tr>')
     return (f'<table class="paddle-workers"><tr><th {cell}>Worker</th><th {cell}>State</th>'
-            f"<th {cell}>Exit code</th><th {cell}>Detail</th></tr>{rows}</table>")
+            f"<th {cell}>Exit code</th><th {cell}>Launch</th><th {cell}>Detail</th></tr>{''.join(rows)}</table>")
 
 
 class JobMonitor(widgets.VBox):
-    """Live view of one job. Follows the logs on a background thread until the job ends."""
+    """Live view of one job. Follows the logs on a background thread until the job ends;
+    plots the metrics found in them (paddle_ext.report(), Model.fit) as they come."""
 
     def __init__(self, name: str, client: JobClient | None = None, max_lines: int = 5000,
-                 refresh_seconds: float = 0.5, on_done=None, **kwargs):
+                 refresh_seconds: float = 0.5, on_done=None, metrics_seconds: float = 2.0, **kwargs):
         self.client = client or JobClient()
         self.name = name
         self.job = None
-        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._lines: deque[tuple[str, bool]] = deque(maxlen=max_lines)  # (line, hidden by "my output only"?)
         self._lock = threading.Lock()
         self._dirty = False
         self._generation = 0
         self._stop = threading.Event()
         self._refresh_seconds = refresh_seconds
         self._on_done = on_done
+        self._metrics_cursor: str | None = None
+        self._metrics_seconds = metrics_seconds  # each look reads the stored logs again
 
         self.header = widgets.HTML()
         self.workers_view = widgets.HTML()
+        self.plots = MetricsPlot()
+        self.plots.layout.display = "none"  # until the first point arrives
         self.worker_filter = widgets.Dropdown(description="Logs", options=[("All workers", ALL_WORKERS)])
+        self.mine_only = widgets.Checkbox(value=False, description="My output only", indent=False,
+                                          layout=widgets.Layout(width="auto", margin="0 16px"))
+        self.mine_only.add_class("paddle-mine")
         self.cancel_button = widgets.Button(description="Cancel", button_style="danger", icon="stop")
         self.log_view = widgets.HTML()
         self.log_view.add_class("paddle-log")
         self.error = widgets.HTML()
         self.cancel_button.on_click(self._on_cancel)
+        self.mine_only.observe(self._on_mine, names="value")
         super().__init__(
-            [self.header, self.workers_view,
-             widgets.HBox([self.worker_filter, self.cancel_button]), self.log_view, self.error],
+            [self.header, self.workers_view, self.plots,
+             widgets.HBox([self.worker_filter, self.mine_only, self.cancel_button]), self.log_view, self.error],
             **kwargs,
         )
         self.add_class("paddle-monitor")
@@ -98,12 +139,14 @@ class JobMonitor(widgets.VBox):
         threading.Thread(target=self._follow, args=(worker, generation), daemon=True).start()
 
     def _follow(self, worker: int | None, generation: int) -> None:
+        noise = FrameworkFilter()
         try:
             for line in self.client.logs(self.name, worker=worker, follow=True):
+                framework = noise.hides(line)
                 with self._lock:
                     if generation != self._generation or self._stop.is_set():
                         return
-                    self._lines.append(line)
+                    self._lines.append((line, framework))
                     self._dirty = True
         except PaddleCloudError as exc:
             self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
@@ -112,17 +155,36 @@ class JobMonitor(widgets.VBox):
         with self._lock:
             if not self._dirty:
                 return
-            text = "\n".join(self._lines)
+            mine = self.mine_only.value
+            shown = [line for line, framework in self._lines if not (mine and framework)]
+            hidden = len(self._lines) - len(shown)
             self._dirty = False
+        note = (f'<div class="paddle-hidden-note" style="color:#757575;font-size:11px">{hidden} '
+                f"line{'s' if hidden != 1 else ''} of framework output and metric records hidden "
+                "(untick &ldquo;My output only&rdquo; to see them)</div>" if mine else "")
         # column-reverse keeps the scroll position at the newest line, as a terminal does
         self.log_view.value = (
-            '<div style="max-height:360px;overflow:auto;display:flex;flex-direction:column-reverse">'
-            f'<pre style="margin:0;font-size:12px;flex:none;overflow:visible">{html.escape(text)}</pre></div>')
+            note + '<div style="max-height:360px;overflow:auto;display:flex;flex-direction:column-reverse">'
+            f'<pre style="margin:0;font-size:12px;flex:none;overflow:visible">{html.escape(chr(10).join(shown))}'
+            "</pre></div>")
+
+    def _refresh_metrics(self) -> None:
+        try:
+            page = self.client.metrics(self.name, self._metrics_cursor)
+        except PaddleCloudError:
+            return  # the log view shows what is wrong with the job
+        self._metrics_cursor = format_cursor(page.cursor)
+        if page.points:
+            self.plots.add(list(page.points))
+            self.plots.layout.display = None
 
     def _tick(self) -> None:
-        last_status = 0.0
+        last_status = last_metrics = 0.0
         while not self._stop.is_set():
             self._render_logs()
+            if time.monotonic() - last_metrics > self._metrics_seconds:
+                last_metrics = time.monotonic()
+                self._refresh_metrics()
             if time.monotonic() - last_status > 1.0:
                 last_status = time.monotonic()
                 self._refresh_status()
@@ -131,8 +193,14 @@ class JobMonitor(widgets.VBox):
                         self._on_done(self.job)
                     time.sleep(self._refresh_seconds * 2)  # let the follower drain
                     self._render_logs()
+                    self._refresh_metrics()
                     return
             time.sleep(self._refresh_seconds)
+
+    def _on_mine(self, _change) -> None:
+        with self._lock:
+            self._dirty = True
+        self._render_logs()
 
     def _on_filter(self, change) -> None:
         self._start_follow(None if change["new"] == ALL_WORKERS else change["new"])
@@ -147,8 +215,15 @@ class JobMonitor(widgets.VBox):
 
     @property
     def log_lines(self) -> list[str]:
+        """Every line received, framework lines included (the toggle only hides them)."""
         with self._lock:
-            return list(self._lines)
+            return [line for line, _framework in self._lines]
+
+    @property
+    def shown_lines(self) -> list[str]:
+        """The lines the log view shows now."""
+        with self._lock:
+            return [line for line, framework in self._lines if not (self.mine_only.value and framework)]
 
     def close(self):
         self._stop.set()

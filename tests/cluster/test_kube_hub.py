@@ -7,8 +7,10 @@ nodes, and run as local processes by tests/cluster/podrunner.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +22,7 @@ import requests
 from cluster_helpers import wait_for
 from hubutil import HubError, LocalHub, free_port
 from podrunner import PodRunner
+from serverutil import sse_events
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = f"t5{uuid.uuid4().hex[:4]}"
@@ -76,7 +79,7 @@ class KubeHub(LocalHub):
 
 def storage_pool(core_v1, tmp_path):
     """Static PersistentVolumes for home and dataset claims (no provisioner runs here)."""
-    for kind, modes, count in (("home", ["ReadWriteOnce"], 4), ("datasets", ["ReadOnlyMany"], 4)):
+    for kind, modes, count in (("home", ["ReadWriteOnce"], 6), ("datasets", ["ReadOnlyMany"], 6)):
         for i in range(count):
             core_v1.create_persistent_volume({"metadata": {"name": f"{PREFIX}-{kind}-{i}"}, "spec": {
                 "capacity": {"storage": "10Gi"}, "accessModes": modes, "storageClassName": kind,
@@ -151,6 +154,84 @@ def test_the_notebook_answers_through_the_proxy_and_runs_jobs_in_its_namespace(h
     listed = requests.get(f"{url}/jobs", headers=headers, timeout=30).json()["jobs"]
     assert [j["name"] for j in listed] == ["from-notebook"]
     assert requests.get(f"{url}/jobs", timeout=30, allow_redirects=False).status_code in (302, 403)
+
+
+def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
+    """KubeSpawner's progress events (what the hub's spawn page shows) carry our steps:
+    namespace, RBAC, dataset volumes, quota, quota check, home volume."""
+    token = hub.admin_token
+    assert hub.hub_api("POST", "/users/dave", token).status_code == 201
+    # The hub's POST waits for a quick spawn to finish; the page listens while it is pending.
+    starting = threading.Thread(target=hub.start_server, args=("dave", token, "paddle-cpu"))
+    starting.start()
+    wait_for(lambda: (hub.hub_api("GET", "/users/dave", token).json().get("servers", {}).get("", {})
+                      .get("pending") == "spawn"), timeout=30, interval=0.05, what="the spawn to be pending")
+    events = []
+    with hub.hub_api("GET", "/users/dave/server/progress", token, stream=True, timeout=180) as response:
+        assert response.status_code == 200, response.text
+        for _event, data in sse_events(response):
+            events.append(json.loads(data))
+            if events[-1].get("ready") or events[-1].get("failed"):
+                break
+    starting.join(60)
+    messages = [event.get("message", "") for event in events]
+    print("\n".join(messages))
+    assert events[-1].get("ready"), messages
+    ours = [
+        f"Namespace {ns('dave')} ready",
+        "Service account and role for training jobs ready",
+        "Dataset volumes ready: team-datasets",
+        "Quota applied: pods=20, requests.cpu=40, requests.memory=200Gi, requests.nvidia.com/gpu=2",
+        "Quota check passed: the server fits",
+        "Home volume home-dave ready",
+    ]
+    assert [m for m in messages if m.startswith(tuple(o.split(":")[0] for o in ours))] == ours, messages
+    first_pod_event = next((i for i, e in enumerate(events) if "raw_event" in e), len(events))
+    assert messages.index(ours[-1]) < first_pod_event
+    assert [e["progress"] for e in events if e.get("message") in ours] == sorted(
+        e["progress"] for e in events if e.get("message") in ours)
+    assert hub.hub_api("DELETE", "/users/dave/server", token).status_code in (202, 204)
+
+
+async def test_admin_overview_counts_kwok_gpu_nodes_and_cancels_any_users_job(hub, cluster):
+    from paddle_ext.backends.kubernetes import KubernetesBackend
+    from paddle_ext.spec import JobSpec
+
+    token = hub.admin_token
+    hub.wait_ready("alice", token)
+    jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns("alice"), user="alice",
+                             pod_annotations={"kwok.paddlecloud.io/complete-after": "10m"})
+    try:
+        # alice's quota: 2 GPUs, one of them held by her GPU notebook
+        await jobs.submit(JobSpec(name="long-gpu", command=["python", "train.py"], workers=1, gpus_per_worker=1))
+        base = f"{hub.url}/services/quota/api"
+        admin = {"Authorization": f"token {token}"}
+        bob = {"Authorization": f"token {hub.new_token(hub.login('bob'), 'bob')}"}
+        assert requests.get(f"{base}/overview", headers=bob, timeout=60).status_code == 403
+
+        def running():
+            data = requests.get(f"{base}/overview", headers=admin, timeout=60).json()
+            rows = [r for r in data["jobs"] if r["name"] == "long-gpu" and r["phase"] == "Running"]
+            return (data, rows[0]) if rows else None
+
+        data, row = await asyncio.to_thread(wait_for, running, 60, 0.5, "alice's job in the overview")
+        assert {k: row[k] for k in ("user", "workers", "gpus", "backend")} == {
+            "user": "alice", "workers": 1, "gpus": 1, "backend": "kubernetes"}
+        capacity = data["capacity"]
+        assert capacity["source"] == "kubernetes"
+        assert [(n["name"], n["capacity"]["gpus"]) for n in capacity["nodes"]] == [("kwok-gpu-0", 8), ("kwok-gpu-1", 8)]
+        assert capacity["total"]["capacity"]["gpus"] == 16
+        assert capacity["total"]["used"]["gpus"] >= 2  # the job's and alice's GPU notebook's
+        assert "alice" in [u["user"] for u in data["gpu_hours"]["users"]]
+
+        assert requests.delete(f"{base}/jobs/alice/long-gpu", headers=bob, timeout=60).status_code == 403
+        cancelled = requests.delete(f"{base}/jobs/alice/long-gpu", headers=admin, timeout=60)
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["phase"] == "Cancelled"
+        assert (await jobs.get("long-gpu")).phase == "Cancelled"
+        assert "AUDIT: admin admin cancelled job long-gpu of user alice" in hub.log_tail(200_000)
+    finally:
+        await jobs.close()
 
 
 def test_alices_token_can_create_jobs_in_her_namespace_only(hub, core_v1):

@@ -46,3 +46,22 @@ def test_submit_prints_name_last_and_cancel(cli):
     assert cancel.returncode == 0 and "Cancelled" in cancel.stdout
     again = cli("submit", "--name", "cli-cancel", "--", "python", "ticker.py")
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_logs_mine_and_status_progress(cli):
+    result = cli("submit", "--workers", "2", "--", "python", "ticker.py", "--count", "40", "--interval", "0.25")
+    name = result.stdout.strip().splitlines()[-1]
+    status = ""
+    for _ in range(100):
+        status = cli("status", name).stdout
+        if "[2/3 Running]" in status:
+            break
+    assert "Progress: Starting > Running > Finished" in status  # a local run is not queued, scheduled or pulled
+    assert "worker-0  [2/3 Running] its processes are running" in status, status
+    assert [p["step"] for p in __import__("json").loads(cli("status", name, "--json").stdout)["progress"]] \
+        == ["Running", "Running"]
+    follow = cli("logs", name, "--follow", "--mine")
+    assert follow.returncode == 0
+    lines = follow.stdout.splitlines()
+    assert "[worker-1] ticker 1 done" in lines and not any("LAUNCH" in line for line in lines)
+    assert any("LAUNCH INFO" in line for line in cli("logs", name).stdout.splitlines())

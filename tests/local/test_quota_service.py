@@ -207,3 +207,50 @@ def test_a_users_server_enforces_and_reports_what_the_admin_set(hub, tokens):
     assert refused.status_code == 403, refused.text
     assert refused.json() == {"error": "quota_exceeded", "message": "Needs 4 CPU; your quota is 3 and 0 is in use."}
     assert requests.get(api + "/jobs", headers=headers, timeout=60).json()["jobs"] == []
+
+
+def overview_call(hub, method, path, token):
+    return requests.request(method, f"{hub.url}/services/quota/api/{path}", timeout=60, allow_redirects=False,
+                            headers={"Authorization": f"token {token}"})
+
+
+async def test_admin_overview_lists_every_running_job_and_cancel_is_audited(hub, tokens, workdir, tmp_path):
+    # A real job of bob's, in bob's job folder, as his own server would start it.
+    bob = LocalBackend(home=str(hub.home / "users" / "bob" / ".paddlecloud"), user="bob",
+                       working_dir=str(workdir), quota_file=str(tmp_path / "no-quota.json"))
+    job = await bob.submit(JobSpec(command=("python", "ticker.py", "--count", "2000"), workers=2, cpu="1500m",
+                                   memory="1Gi"))
+    try:
+        assert overview_call(hub, "GET", "overview", tokens["alice"]).status_code == 403
+        assert overview_call(hub, "GET", "overview", tokens[QUOTA_ADMIN]).status_code == 200
+        response = overview_call(hub, "GET", "overview", tokens["admin"])
+        assert response.status_code == 200, response.text
+        data = response.json()
+        (row,) = [r for r in data["jobs"] if r["name"] == job.name]
+        assert {k: row[k] for k in ("user", "workers", "gpus", "cpu", "memory", "backend")} == {
+            "user": "bob", "workers": 2, "gpus": 0, "cpu": "3", "memory": "2Gi", "backend": "local"}
+        assert row["phase"] in ("Pending", "Running") and 0 <= row["age_seconds"] < 600
+        capacity = data["capacity"]
+        assert capacity["source"] == "local"
+        (node,) = capacity["nodes"]
+        assert node["capacity"]["gpus"] == 0 and node["capacity"]["cpu"] == str(os.cpu_count())
+        assert node["capacity"]["memory"].endswith("Gi") and node["used"]["cpu"] == "3"
+        assert capacity["total"] == {"capacity": node["capacity"], "used": node["used"]}
+        users = {u["user"]: u for u in data["gpu_hours"]["users"]}
+        assert {"admin", "alice", "bob"} <= set(users) and set(users["bob"]) == {"user", "groups", "7d", "30d"}
+        assert data["gpu_hours"]["windows"] == ["7d", "30d"]
+
+        # Only admins cancel; the log names who did.
+        refused = overview_call(hub, "DELETE", f"jobs/bob/{job.name}", tokens["alice"])
+        assert refused.status_code == 403 and not (await bob.get(job.name)).done
+        assert overview_call(hub, "DELETE", "jobs/bob/no-such-job", tokens["admin"]).status_code == 404
+        assert overview_call(hub, "DELETE", f"jobs/nobody/{job.name}", tokens["admin"]).status_code == 400
+        cancelled = overview_call(hub, "DELETE", f"jobs/bob/{job.name}", tokens["admin"])
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["phase"] == "Cancelled" and cancelled.json()["user"] == "bob"
+        assert (await bob.get(job.name)).phase == "Cancelled"
+        assert f"AUDIT: admin admin cancelled job {job.name} of user bob" in hub.log_tail(100_000)
+        after = overview_call(hub, "GET", "overview", tokens["admin"]).json()
+        assert job.name not in [r["name"] for r in after["jobs"]]
+    finally:
+        await bob.cancel(job.name)

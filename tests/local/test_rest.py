@@ -159,3 +159,51 @@ def test_options_and_quota(server):
     assert options["bounds"]["workers"]["min"] == 1 and options["defaults"]["workers"] >= 1
     quota = server.api("GET", "/quota").json()
     assert {"limits", "used"} <= set(quota) and "running_jobs" in quota["used"]
+
+
+def test_metrics_endpoint_is_incremental_while_the_job_runs(server):
+    job = submit(server, command=["python", "report_steps.py", "--steps", "12", "--interval", "0.5"], workers=2)
+    name, cursor, seen, answers = job["name"], None, [], []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        response = server.api("GET", f"/jobs/{name}/metrics", params={"since": cursor} if cursor else {})
+        assert response.status_code == 200, response.text
+        page = response.json()
+        assert set(page) == {"job", "phase", "done", "cursor", "names", "points"}
+        seen += [(p["worker"], p["step"]) for p in page["points"]]
+        answers.append((page["phase"], len(page["points"])))
+        cursor = page["cursor"]
+        if page["done"]:
+            break
+        time.sleep(0.5)
+    assert sorted(seen) == [(w, s) for w in (0, 1) for s in range(12)], "each point exactly once"
+    assert any(phase == "Running" and count for phase, count in answers), answers
+    final = server.api("GET", f"/jobs/{name}/metrics").json()
+    assert final["names"] == ["acc", "loss"] and len(final["points"]) == 24
+    point = next(p for p in final["points"] if p["worker"] == 1 and p["step"] == 3)
+    assert point["values"] == {"loss": 1.25, "acc": 0.25} and point["rank"] == 1 and point["source"] == "report"
+    assert server.api("GET", f"/jobs/{name}/metrics", params={"since": cursor}).json()["points"] == []
+
+    bad = server.api("GET", f"/jobs/{name}/metrics", params={"since": "7"})
+    assert bad.status_code == 400 and "cursor from an earlier answer" in bad.json()["message"]
+    assert server.api("GET", "/jobs/no-such-job/metrics").status_code == 404
+
+
+def test_model_fit_progress_of_a_real_paddle_run_becomes_metrics(server):
+    """paddle.Model.fit's own log lines, from the installed PaddlePaddle, read as points."""
+    job = submit(server, command=["python", "fit_model.py"], workers=2)
+    server.wait_for(job["name"], ("Succeeded",), timeout=180)
+    page = server.api("GET", f"/jobs/{job['name']}/metrics").json()
+    assert [(p["worker"], p["epoch"], p["step"]) for p in page["points"]] == [
+        (0, 1, 2), (0, 1, 4), (0, 2, 6), (0, 2, 8)]
+    assert page["names"] == ["acc", "loss", "step_time_ms"]
+    assert all(p["source"] == "paddle" and 0 < p["values"]["loss"] < 5 for p in page["points"])
+
+    mine = server.api("GET", f"/jobs/{job['name']}/logs", params={"mine": "1"}).text.splitlines()
+    everything = server.api("GET", f"/jobs/{job['name']}/logs").text.splitlines()
+    assert "[worker-0] user line: done" in mine and "[worker-1] user line: done" in mine
+    assert not any("LAUNCH" in line or "FLAGS" in line for line in mine)
+    assert len(everything) > len(mine) + 50 and any("LAUNCH INFO" in line for line in everything)
+    assert server.api("GET", f"/jobs/{job['name']}").json()["progress"] == [
+        {"index": i, "step": "Finished", "detail": "Succeeded", "node": "", "number": 3, "of": 3,
+         "steps": ["Starting", "Running", "Finished"]} for i in (0, 1)]

@@ -78,3 +78,36 @@ def test_cancel_button(client):
 def test_unknown_job_shows_an_error(client):
     monitor = JobMonitor("no-such-job", client=client)
     assert "No job named" in monitor.error.value
+
+
+def test_monitor_plots_metrics_and_hides_framework_lines(client):
+    # Paddle's launcher relays its trainer's output every 2 seconds: report for longer than that
+    job = client.submit({"command": ["python", "report_steps.py", "--steps", "12", "--interval", "0.5"], "workers": 2})
+    monitor = JobMonitor(job.name, client=client)
+    deadline = time.monotonic() + 60
+    grew = []
+    while time.monotonic() < deadline and not (monitor.job and monitor.job.done):
+        grew.append(len(monitor.plots.points))
+        time.sleep(0.3)
+    wait_done(monitor)
+    assert monitor.job.phase == "Succeeded"
+    assert sorted((p.worker, p.step) for p in monitor.plots.points) == [(w, s) for w in (0, 1) for s in range(12)]
+    assert any(0 < n < 24 for n in grew), f"the plot should fill while the job runs: {grew}"
+    assert [c.figure.title for c in monitor.plots._charts.values()] == ["loss", "acc", "steps/s"]
+    loss = monitor.plots._charts["loss"]
+    assert [list(mark.y) for mark in loss.figure.marks] == [
+        pytest.approx([1.0 / (s + 1) + w for s in range(12)]) for w in (0, 1)]
+    monitor.plots.mode.value = "mean"
+    assert [list(mark.y) for mark in loss.figure.marks] == [pytest.approx([1.0 / (s + 1) + 0.5 for s in range(12)])]
+    assert monitor.plots.layout.display is None
+
+    # "My output only" hides PaddlePaddle's launcher lines from the view, not from the log
+    assert any("LAUNCH INFO" in line for line in monitor.shown_lines)
+    monitor.mine_only.value = True
+    shown = monitor.shown_lines
+    assert shown and not any("LAUNCH" in line for line in shown)
+    assert "[worker-1] rank 1: done" in shown and "LAUNCH INFO" not in monitor.log_view.value
+    assert "framework output and metric records hidden" in monitor.log_view.value
+    assert not any("PADDLECLOUD_METRIC" in line for line in shown)
+    assert any("LAUNCH INFO" in line for line in monitor.log_lines)
+    assert 'data-current="Finished"' in monitor.workers_view.value

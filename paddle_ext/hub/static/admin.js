@@ -20,7 +20,11 @@
     return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
 
-  async function api(method, path, body) {
+  function api(method, path, body) {
+    return request(method, boot.api + path, body);
+  }
+
+  async function request(method, url, body) {
     // HubOAuth checks the XSRF token on every fetch() made with the cookie, reads included.
     const options = { method, headers: { Accept: "application/json", "X-XSRFToken": boot.xsrf }, credentials: "same-origin" };
     if (body !== undefined) {
@@ -29,7 +33,7 @@
     }
     let response;
     try {
-      response = await fetch(boot.api + path, options);
+      response = await fetch(url, options);
     } catch (err) {
       return { ok: false, status: 0, data: { message: "The quota service cannot be reached; check your connection and try again." } };
     }
@@ -192,7 +196,102 @@
     if (row) { row.classList.add("flash"); setTimeout(() => row.classList.remove("flash"), 2100); }
   }
 
+  // ------------------------------------------------------------ the cluster overview
+
+  function ratioMeter(used, capacity) {
+    const cap = amount(capacity), use = amount(used);
+    if (!(cap > 0)) return "";
+    const ratio = Math.min(1, use / cap);
+    return `<span class="meter wide${ratio >= 1 ? " full" : ""}"><i style="width:${Math.round(ratio * 100)}%"></i></span>`;
+  }
+
+  function resourceCells(node) {
+    return ["gpus", "cpu", "memory"].map((f) =>
+      `<td data-field="${f}"><span class="value">${esc(node.used[f])} / ${esc(node.capacity[f])}</span>${ratioMeter(node.used[f], node.capacity[f])}</td>`).join("");
+  }
+
+  function renderCapacity(capacity) {
+    $("capacity-source").textContent = capacity.source === "kubernetes"
+      ? "nodes and their pods' requests (notebooks included)" : "this machine; used = the running jobs' requests";
+    if (capacity.error) {
+      $("overview-error").textContent = capacity.error;
+      $("overview-error").hidden = false;
+    }
+    const rows = capacity.nodes.map((n) =>
+      `<tr data-node="${esc(n.name)}"><td><span class="name">${esc(n.name)}</span>${n.schedulable ? "" : ' <span class="tag admin">cordoned</span>'}</td>${resourceCells(n)}</tr>`);
+    if (capacity.total) rows.push(`<tr class="total" data-node=""><td>Total</td>${resourceCells(capacity.total)}</tr>`);
+    $("capacity-table").innerHTML = "<tr><th>Node</th><th>GPUs used / capacity</th><th>CPU</th><th>Memory</th></tr>" + rows.join("");
+  }
+
+  function renderJobs(jobs) {
+    $("jobs-table").innerHTML = jobs.length
+      ? "<tr><th>User</th><th>Job</th><th>Phase</th><th>Workers</th><th>GPUs</th><th>CPU</th><th>Memory</th><th>Age</th><th></th></tr>" +
+        jobs.map((j) => {
+          const key = `${j.user}/${j.name}`;
+          return `<tr data-job="${esc(key)}"><td>${esc(j.user)}</td><td class="name">${esc(j.name)}</td><td>${esc(j.phase)}</td>` +
+            `<td>${j.workers}</td><td>${j.gpus}</td><td>${esc(j.cpu)}</td><td>${esc(j.memory)}</td><td title="${esc(j.created || "")}">${esc(j.age)}</td>` +
+            `<td><button type="button" class="danger" data-cancel="${esc(key)}">Cancel</button></td></tr>`;
+        }).join("")
+      : '<tr><td class="hint">No job is running.</td></tr>';
+  }
+
+  function renderHours(hours) {
+    // Plain SVG: per row a 30-day bar with the 7-day bar over it.
+    const rows = [];
+    if (hours.users.length) rows.push({ section: "Users" });
+    hours.users.forEach((u) => rows.push({ name: u.user, kind: "user", d7: u["7d"], d30: u["30d"] }));
+    if (hours.groups.length) rows.push({ section: "Groups" });
+    hours.groups.forEach((g) => rows.push({ name: g.group, kind: "group", d7: g["7d"], d30: g["30d"] }));
+    const max = Math.max(1e-9, ...rows.filter((r) => !r.section).map((r) => Math.max(r.d30, r.d7)));
+    const width = 900, left = 170, right = 190, rowHeight = 24;
+    let y = 8;
+    const parts = [];
+    for (const r of rows) {
+      if (r.section) { parts.push(`<text class="section" x="0" y="${y + 14}">${r.section}</text>`); y += rowHeight; continue; }
+      const w30 = (width - left - right) * r.d30 / max, w7 = (width - left - right) * r.d7 / max;
+      parts.push(`<g data-hours="${r.kind}:${esc(r.name)}"><text class="label" x="0" y="${y + 14}">${esc(r.name)}</text>` +
+        `<rect class="bar30" x="${left}" y="${y + 3}" width="${w30.toFixed(1)}" height="14" rx="3"></rect>` +
+        `<rect class="bar7" x="${left}" y="${y + 6}" width="${w7.toFixed(1)}" height="8" rx="2"></rect>` +
+        `<text class="value" x="${width - right + 10}" y="${y + 14}">${r.d7} (7d) / ${r.d30} (30d)</text></g>`);
+      y += rowHeight;
+    }
+    const legend = `<g><rect class="bar7" x="${left}" y="${y + 6}" width="14" height="8"></rect><text class="value" x="${left + 20}" y="${y + 14}">last 7 days</text>` +
+      `<rect class="bar30" x="${left + 110}" y="${y + 3}" width="14" height="14"></rect><text class="value" x="${left + 130}" y="${y + 14}">last 30 days</text></g>`;
+    $("hours-chart").innerHTML = rows.length
+      ? `<svg viewBox="0 0 ${width} ${y + 24}" role="img" aria-label="GPU-hours per user and group">${parts.join("")}${legend}</svg>`
+      : '<p class="hint">No users yet.</p>';
+  }
+
+  async function loadOverview() {
+    const result = await request("GET", boot.overview);
+    if (!result.ok) {
+      $("overview-error").textContent = result.data.message || `Loading the overview failed (HTTP ${result.status}).`;
+      $("overview-error").hidden = false;
+      return;
+    }
+    $("overview-error").hidden = true;
+    renderCapacity(result.data.capacity);
+    renderJobs(result.data.jobs);
+    renderHours(result.data.gpu_hours);
+    for (const e of result.data.errors) toast(`Jobs of ${e.user} could not be read: ${e.message}`, true);
+  }
+
+  async function cancelJob(key) {
+    const [user, ...rest] = key.split("/");
+    const name = rest.join("/");
+    if (!window.confirm(`Cancel job ${name} of ${user}? Its workers are stopped now.`)) return;
+    const result = await request("DELETE", boot.jobs + encodeURIComponent(user) + "/" + encodeURIComponent(name));
+    if (!result.ok) {
+      toast(result.data.message || `Cancelling failed (HTTP ${result.status}).`, true);
+      return;
+    }
+    toast(`Cancelled ${name} of ${user}.`);
+    await loadOverview();
+  }
+
   document.addEventListener("click", (event) => {
+    const cancel = event.target.closest("[data-cancel]");
+    if (cancel) { cancelJob(cancel.dataset.cancel); return; }
     const target = event.target.closest("[data-edit]");
     if (!target) return;
     const [kind, ...rest] = target.dataset.edit.split(":");
@@ -201,5 +300,11 @@
   $("edit-form").addEventListener("submit", save);
   $("edit-cancel").addEventListener("click", () => $("editor").close());
   $("filter").addEventListener("input", () => state && render());
-  load();
+  $("overview-refresh").addEventListener("click", () => loadOverview());
+  load().then((ok) => {
+    if (ok && boot.writer) {
+      loadOverview();
+      setInterval(() => { if (!document.hidden) loadOverview(); }, 10000);
+    }
+  });
 })();

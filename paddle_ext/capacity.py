@@ -1,0 +1,98 @@
+"""What a cluster has and what its pods ask for, per node (pure; dicts in, numbers out).
+
+Used for "the most GPUs free on any node" in Unschedulable messages and for the admin
+overview's capacity table. A node's capacity is its `allocatable`; what is used is the
+sum of the requests of the live pods bound to it (containers, or the largest init
+container if that is more), as the scheduler counts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+from typing import Iterable
+
+from .constants import GPU_RESOURCE
+from .quantity import format_quantity, parse_quantity
+
+FINISHED_POD_PHASES = ("Succeeded", "Failed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    gpus: int = 0
+    cpu: Decimal = Decimal(0)
+    memory: Decimal = Decimal(0)
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.gpus + other.gpus, self.cpu + other.cpu, self.memory + other.memory)
+
+    def to_dict(self) -> dict:
+        return {"gpus": self.gpus, "cpu": format_quantity(self.cpu), "memory": format_quantity(self.memory, binary=True)}
+
+    @classmethod
+    def of(cls, amounts: dict, gpu_resource: str = GPU_RESOURCE) -> Resources:
+        """From a resources map such as {"cpu": "500m", "memory": "4Gi", "nvidia.com/gpu": "1"}."""
+        amounts = amounts or {}
+        return cls(int(parse_quantity(amounts.get(gpu_resource, "0"))), parse_quantity(amounts.get("cpu", "0")),
+                   parse_quantity(amounts.get("memory", "0")))
+
+
+def _largest(items: Iterable[Resources]) -> Resources:
+    items = list(items)
+    return Resources(max((i.gpus for i in items), default=0), max((i.cpu for i in items), default=Decimal(0)),
+                     max((i.memory for i in items), default=Decimal(0)))
+
+
+def pod_requests(pod: dict, gpu_resource: str = GPU_RESOURCE) -> Resources:
+    """What a pod asks the scheduler for: its containers' requests together, or its largest
+    init container's where that is more."""
+    spec = pod.get("spec") or {}
+    containers = sum((Resources.of((c.get("resources") or {}).get("requests"), gpu_resource)
+                      for c in spec.get("containers") or []), Resources())
+    init = _largest(Resources.of((c.get("resources") or {}).get("requests"), gpu_resource)
+                    for c in spec.get("initContainers") or [])
+    return _largest([containers, init])
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeUsage:
+    name: str
+    capacity: Resources
+    used: Resources
+    schedulable: bool = True
+
+    @property
+    def free_gpus(self) -> int:
+        return self.capacity.gpus - self.used.gpus
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "schedulable": self.schedulable, "capacity": self.capacity.to_dict(),
+                "used": self.used.to_dict()}
+
+
+def node_usage(nodes: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> list[NodeUsage]:
+    """Each node's allocatable resources and the requests of the live pods bound to it."""
+    used: dict[str, Resources] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES:
+            continue
+        used[node] = used.get(node, Resources()) + pod_requests(pod, gpu_resource)
+    return [NodeUsage(node["metadata"]["name"],
+                      Resources.of((node.get("status") or {}).get("allocatable"), gpu_resource),
+                      used.get(node["metadata"]["name"], Resources()),
+                      not (node.get("spec") or {}).get("unschedulable"))
+            for node in sorted(nodes, key=lambda n: n["metadata"]["name"])]
+
+
+def total(nodes: Iterable[NodeUsage]) -> dict:
+    """{"capacity": ..., "used": ...} over all nodes."""
+    nodes = list(nodes)
+    return {"capacity": sum((n.capacity for n in nodes), Resources()).to_dict(),
+            "used": sum((n.used for n in nodes), Resources()).to_dict()}
+
+
+def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> int:
+    """The most GPUs any one schedulable node has free."""
+    return max([0, *(n.free_gpus for n in node_usage(nodes, pods, gpu_resource) if n.schedulable)])

@@ -1,0 +1,98 @@
+"""Log lines: the `[worker-I] ` prefix of merged logs, and which lines are the framework's
+own noise rather than the user's output (pure).
+
+"My output only" (the monitor's toggle, `paddlecloud logs --mine`, REST `?mine=1`) hides
+what `FrameworkFilter` calls framework lines; the stored log keeps every line. The
+patterns come from real PaddlePaddle 3 runs under `paddle.distributed.launch`:
+
+    LAUNCH INFO 2026-11-30 09:33:28,711 -----------  Configuration  ------------   launcher
+    [2026-11-30 09:33:29,172] [    INFO] _client.py:1025 - HTTP Request: ...       Paddle's Python logger
+    I1130 09:33:30.985277 17370 tcp_utils.cc:109] Retry to connect ...             glog (I/W/E/F)
+    ======================= Modified FLAGS detected =======================        FLAGS banner, to its
+    FLAGS(name='FLAGS_enable_pir_in_executor', current_value=True, ...)             closing ==== line
+    /.../site-packages/paddle/x.py:712: UserWarning: No ccache found. ...          warnings raised inside
+      warnings.warn(warning_message)                                                installed packages, and
+                                                                                    the source line after
+    /.../paddle/phi/kernels/x.cc:12:5: warning: unused variable 'y'                 compiler warnings
+
+A warning raised in the user's own files is the user's business and stays. The
+`paddle_ext.report()` records (`PADDLECLOUD_METRIC {...}`) are hidden as well under "my
+output only": the charts show them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .constants import METRIC_MARKER, WORKER_PREFIX
+
+_PREFIX = re.compile(r"^\[worker-(\d+)\] ")
+_LAUNCH = re.compile(r"^LAUNCH (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
+_GLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.\-/]+:\d+\] ")
+_PADDLE_LOGGER = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}\] \[\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
+_FLAGS_BANNER = re.compile(r"^=+ .*FLAGS.* =+$")
+_BANNER_END = re.compile(r"^=+$")
+_PACKAGE_WARNING = re.compile(r"^\S*/(?:site|dist)-packages/\S+\.py:\d+: \w*Warning: ")
+_COMPILER = re.compile(r"^\S+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp):\d+(?::\d+)?: (?:warning|note): ")
+_FRAMEWORK_MESSAGES = frozenset({
+    "The loss value printed in the log is the current step, and the metric is the average value of previous steps.",
+    "WARNING: Logging before InitGoogleLogging() is written to STDERR",
+})
+
+
+def prefix_line(worker: int, line: str) -> str:
+    """The merged-log form of a line of one of several workers."""
+    return WORKER_PREFIX.format(index=worker) + line
+
+
+def split_prefix(line: str) -> tuple[int | None, str]:
+    """(worker, line without the prefix) of a merged-log line; (None, line) without one."""
+    match = _PREFIX.match(line)
+    if not match:
+        return None, line
+    return int(match.group(1)), line[match.end():]
+
+
+class FrameworkFilter:
+    """Says, line by line, whether a line is framework noise. Stateful (a banner spans
+    lines; a warning's source line follows it), so use one per log stream; merged
+    logs with `[worker-I] ` prefixes keep one state per worker."""
+
+    def __init__(self) -> None:
+        self._in_banner: dict[int | None, bool] = {}
+        self._after_warning: dict[int | None, bool] = {}
+
+    def is_framework(self, line: str) -> bool:
+        worker, text = split_prefix(line)
+        text = text.rstrip("\b \r")
+        if self._in_banner.get(worker):
+            if _BANNER_END.match(text):
+                self._in_banner[worker] = False
+            return True
+        if self._after_warning.pop(worker, False) and text.startswith("  ") and text.strip():
+            return True
+        if _FLAGS_BANNER.match(text):
+            self._in_banner[worker] = True
+            return True
+        if _PACKAGE_WARNING.match(text) or _COMPILER.match(text):
+            self._after_warning[worker] = True
+            return True
+        return bool(_LAUNCH.match(text) or _GLOG.match(text) or _PADDLE_LOGGER.match(text)
+                    or text in _FRAMEWORK_MESSAGES)
+
+
+    def hides(self, line: str) -> bool:
+        """Whether "my output only" hides the line: framework noise, or a metric record."""
+        return self.is_framework(line) or split_prefix(line)[1].startswith(METRIC_MARKER)
+
+
+def framework_flags(lines: list[str]) -> list[bool]:
+    """For each line of one stream (merged or not), whether it is framework noise."""
+    noise = FrameworkFilter()
+    return [noise.is_framework(line) for line in lines]
+
+
+def users_lines(lines: list[str]) -> list[str]:
+    """What "my output only" shows: the user's own printed lines."""
+    noise = FrameworkFilter()
+    return [line for line in lines if not noise.hides(line)]

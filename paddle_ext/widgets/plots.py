@@ -1,0 +1,107 @@
+"""MetricsPlot: live charts of a job's metrics, drawn with bqplot.
+
+One chart per metric (losses first, then accuracies, then the rest) plus throughput
+(steps per second), each with one line per worker or the workers' mean. Points come
+from `JobClient.metrics` (paddle_ext.metrics); `add()` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import ipywidgets as widgets
+from bqplot import Axis, Figure, LinearScale, Lines
+
+from ..metrics import STEP_TIME, MetricPoint, mean_series, series, throughput
+
+THROUGHPUT = "steps/s"
+# One color per line (Category10): worker-i gets COLORS[i % 10]; the mean the first.
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+          "#17becf")
+PER_WORKER, MEAN = "workers", "mean"
+
+
+def chart_order(names: set[str]) -> list[str]:
+    """The metrics to chart, losses first, then accuracies, then the rest; throughput last."""
+    shown = sorted(name for name in names if name != STEP_TIME)
+
+    def rank(name: str) -> tuple[int, str]:
+        lower = name.lower()
+        return (0 if "loss" in lower else 1 if "acc" in lower else 2, name)
+
+    return sorted(shown, key=rank)
+
+
+class _Chart:
+    def __init__(self, name: str):
+        self.name = name
+        self.x, self.y = LinearScale(), LinearScale()
+        self.lines: dict[str, Lines] = {}
+        self.figure = Figure(
+            title=name, marks=[], axes=[Axis(scale=self.x, label="step", num_ticks=5),
+                                        Axis(scale=self.y, side="left", label=name, num_ticks=5,
+                                             tick_format=".3g")],
+            fig_margin={"top": 36, "bottom": 40, "left": 60, "right": 16},
+            layout=widgets.Layout(width="340px", height="240px"), legend_location="top-right")
+        self.figure.add_class("paddle-chart")
+
+    def show(self, lines: dict[str, list[tuple[int, float]]]) -> None:
+        for number, (label, values) in enumerate(lines.items()):
+            mark = self.lines.get(label)
+            if mark is None:
+                mark = self.lines[label] = Lines(x=[], y=[], scales={"x": self.x, "y": self.y}, labels=[label],
+                                                 colors=[COLORS[number % len(COLORS)]],
+                                                 display_legend=len(lines) > 1, marker="circle", marker_size=12)
+            with mark.hold_sync():
+                mark.x = [step for step, _ in values]
+                mark.y = [value for _, value in values]
+        wanted = [self.lines[label] for label in lines]
+        if list(self.figure.marks) != wanted:
+            self.figure.marks = wanted
+
+
+class MetricsPlot(widgets.VBox):
+    """Charts that grow as points arrive; a toggle picks one line per worker or the mean."""
+
+    def __init__(self, **kwargs):
+        self.points: list[MetricPoint] = []
+        self._lock = threading.Lock()
+        self._charts: dict[str, _Chart] = {}
+        self.mode = widgets.ToggleButtons(options=[("Per worker", PER_WORKER), ("Mean of workers", MEAN)],
+                                          value=PER_WORKER, style={"button_width": "130px"})
+        self.mode.observe(lambda _change: self.redraw(), names="value")
+        self.charts = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
+        super().__init__([self.mode, self.charts], **kwargs)
+        self.add_class("paddle-plots")
+
+    def add(self, points: list[MetricPoint]) -> None:
+        if not points:
+            return
+        with self._lock:
+            self.points.extend(points)
+        self.redraw()
+
+    def _lines(self, per_worker: dict[int, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float]]]:
+        if self.mode.value == MEAN and per_worker:
+            return {"mean": mean_series(per_worker)}
+        return {f"worker-{worker}": values for worker, values in per_worker.items()}
+
+    def redraw(self) -> None:
+        with self._lock:
+            points = list(self.points)
+        wanted: dict[str, dict[int, list[tuple[int, float]]]] = {}
+        for name in chart_order({key for point in points for key in point.values}):
+            wanted[name] = series(points, name)
+        rates = throughput(points)
+        if rates:
+            wanted[THROUGHPUT] = rates
+        for name, per_worker in wanted.items():
+            if not per_worker:
+                continue
+            chart = self._charts.get(name)
+            if chart is None:
+                chart = self._charts[name] = _Chart(name)
+            chart.show(self._lines(per_worker))
+        figures = [self._charts[name].figure for name in wanted if name in self._charts]
+        if list(self.charts.children) != figures:
+            self.charts.children = figures
