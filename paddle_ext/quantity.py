@@ -41,3 +41,14 @@ def format_quantity(amount: Decimal, binary: bool = False) -> str:
                 value = (amount / size).quantize(Decimal("0.01")).normalize()
                 return f"{format(value, 'f')}{unit}"
     return format(amount.normalize(), "f")
+
+
+def human_bytes(count: int, binary: bool = True) -> str:
+    """A byte count as people read it: 1.2 MiB (binary), or 1.2 MB (decimal, as registries show sizes)."""
+    base, units = (1024, ("B", "KiB", "MiB", "GiB", "TiB")) if binary else (1000, ("B", "kB", "MB", "GB", "TB"))
+    size = float(count)
+    for unit in units:
+        if size < base or unit == units[-1]:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= base
+    raise AssertionError("unreachable")

@@ -22,6 +22,7 @@ import pathspec
 
 from .constants import OUTPUTS_FOLDER
 from .errors import PaddleCloudError
+from .quantity import human_bytes
 
 IGNORE_FILE = ".paddlecloudignore"
 # Outputs of earlier jobs (checkpoints, models) are not the code of the next one.
@@ -87,15 +88,6 @@ class CodeTooLarge(PaddleCloudError):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "fields": {"workdir": self.message}}
-
-
-def human_bytes(count: int) -> str:
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{count} B"
 
 
 def ignore_spec(root: str) -> pathspec.PathSpec:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from .. import quantity
 from ..jobs import Phase, Step, WorkerProgress, WorkerState
 from ..progress import finished_detail
 
@@ -43,12 +44,7 @@ def related_events(job_name: str, pods: list[dict], events: list[dict]) -> list[
 
 def human_bytes(count: int) -> str:
     """1234567890 -> '1.2 GB' (decimal units, as registries show sizes)."""
-    size = float(count)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    raise AssertionError("unreachable")
+    return quantity.human_bytes(count, binary=False)
 
 
 def pulled_detail(message: str) -> str:
