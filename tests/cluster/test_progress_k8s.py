@@ -20,6 +20,7 @@ import pytest
 from cluster_helpers import wait_for
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.manifests import ManifestSettings, job_objects
 from paddle_ext.spec import JobSpec
 
@@ -103,7 +104,8 @@ async def test_pods_the_quota_refuses_leave_workers_queued_with_the_quota_messag
              what="quota status")
     # Created behind the preflight's back (e.g. by kubectl), so the job controller meets the quota.
     spec = JobSpec(name="over", command=["python", "train.py"], workers=1, gpus_per_worker=4)
-    service, job = job_objects(spec, ManifestSettings(namespace=namespace, image="img"), json.dumps(spec.to_dict()))
+    service, job = job_objects(spec, ManifestSettings(namespace=namespace, image="img"),
+                               {SPEC_ANNOTATION: json.dumps(spec.to_dict())})
     batch_v1.create_namespaced_job(namespace, job)
     jobs = backend(cluster, namespace)
     try:
