@@ -108,12 +108,15 @@ def real_cluster(k8s_bin_dir, tmp_path_factory):
     """
     from tools.k8s import images, node
 
-    reason = node.unavailable_reason(k8s_bin_dir)
+    reason = node.host_unavailable_reason()
     if reason:
         pytest.skip(f"real node: {reason}")
+    missing = node.missing_binaries(k8s_bin_dir)
+    if missing:
+        pytest.fail(f"real node: {missing} missing in {k8s_bin_dir}; run `make k8s-bin`", pytrace=False)
     missing = [ref for ref in IMAGE_REFS.values() if ref not in images.built_images()]
     if missing:
-        pytest.fail(f"images not built: {missing}; run `make images`", pytrace=False)
+        pytest.fail(f"real node: images not built: {missing}; run `make images`", pytrace=False)
     c = Cluster(str(tmp_path_factory.mktemp("real-cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
                 real_node=True, node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()

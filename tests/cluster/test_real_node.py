@@ -28,11 +28,8 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 GPU_TOLERATION = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _needs_a_real_node(k8s_bin_dir):
-    reason = node.unavailable_reason(k8s_bin_dir)
-    if reason:
-        pytest.skip(f"real node: {reason}")
+if node.host_unavailable_reason():  # one line for the whole module
+    pytest.skip(f"real node: {node.host_unavailable_reason()}", allow_module_level=True)
 
 
 # ---------------------------------------------------------------- pods
@@ -109,6 +106,7 @@ def host_state():
         "processes": procs,
         "containerd state": os.path.exists(node.CONTAINERD_STATE) or os.path.exists(node.CONTAINERD_SOCKET),
         "machine lock held": _lock_held(),
+        "host dirs": {path: os.path.exists(path) for path in node.HOST_DIRS},
         "sysctls": {name: node.read_sysctl(name) for name in node.SYSCTLS},
     }
 
@@ -185,6 +183,49 @@ def test_a_sigkilled_cluster_leaves_nothing_after_down_or_the_next_up(k8s_bin_di
     assert down.returncode == 0, down.stdout + down.stderr
     assert host_state() == before
     assert node.read_record() is None
+
+
+OWNER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from tools.k8s.cluster import Cluster
+Cluster({state!r}, {bin_dir!r}, nodes=1, real_node=True).start()
+print("ready", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_dir, tmp_path):
+    """A test session SIGKILLed mid-run leaves its cluster running: the next start stops it."""
+    record = node.read_record()
+    if record and record.get("owner_pid") == os.getpid():
+        pytest.skip("this session already runs the shared real-node cluster; run this test first")
+    node.teardown()
+    before = host_state()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    owner = subprocess.Popen([sys.executable, "-c", OWNER.format(repo=repo, state=str(tmp_path / "owned"),
+                                                                 bin_dir=k8s_bin_dir)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        orphaned = [info["pid"] for info in node.read_record()["pids"].values()]
+    finally:
+        owner.kill()
+        owner.wait()
+    assert all(node.pid_alive(p) for p in orphaned)  # the cluster outlives its owner
+    state = str(tmp_path / "next")
+    t0 = time.monotonic()
+    up = cli("up", "--state-dir", state, "--bin-dir", k8s_bin_dir, "--real-node", "yes", "--lock-timeout", "60")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "outlived its owner" in up.stdout
+        assert time.monotonic() - t0 < 60
+        assert not any(node.pid_alive(p) for p in orphaned)
+        assert node.read_record()["state_dir"] == state
+    finally:
+        down = cli("down", "--state-dir", state)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert host_state() == before
 
 
 # ---------------------------------------------------------------- the shared real-node cluster

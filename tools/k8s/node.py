@@ -94,8 +94,8 @@ def log(message):
 # ---------------------------------------------------------------- can it run here?
 
 
-def unavailable_reason(bin_dir):
-    """None when a real node can run here, else one sentence saying why not."""
+def host_unavailable_reason():
+    """None when this machine can run a real node, else one sentence saying why not."""
     if os.geteuid() != 0:
         return "not running as root"
     missing = [name for name in HOST_TOOLS if not shutil.which(name)]
@@ -103,12 +103,21 @@ def unavailable_reason(bin_dir):
     if missing:
         return ("missing " + ", ".join(missing) + " (`make node-deps` installs containerd runc "
                 "containernetworking-plugins conntrack iptables buildah)")
-    missing = [n for n in NODE_BINARIES if not os.access(os.path.join(bin_dir, n), os.X_OK)]
-    if missing:
-        return f"missing {', '.join(missing)} in {bin_dir} (run `make k8s-bin`)"
     if not os.path.isdir("/sys/fs/cgroup"):
         return "no /sys/fs/cgroup"
     return None
+
+
+def missing_binaries(bin_dir):
+    """The node's binaries that `make k8s-bin` has not built into bin_dir."""
+    return [n for n in NODE_BINARIES if not os.access(os.path.join(bin_dir, n), os.X_OK)]
+
+
+def unavailable_reason(bin_dir):
+    """None when a real node can run here with bin_dir, else one sentence saying why not."""
+    missing = missing_binaries(bin_dir)
+    return host_unavailable_reason() or (
+        f"missing {', '.join(missing)} in {bin_dir} (run `make k8s-bin`)" if missing else None)
 
 
 # ---------------------------------------------------------------- small system helpers
@@ -630,12 +639,21 @@ def _remove_stale_shim_sockets():
                 pass
 
 
+def _mentions(path, text):
+    try:
+        with open(path, errors="replace") as fh:
+            return text in fh.read()
+    except OSError:
+        return False
+
+
 def _remove_host_leftovers(record):
-    results = "/var/lib/cni/results"
+    results = "/var/lib/cni/results"  # libcni's cache: <network>-<container>-<ifname>
     if os.path.isdir(results):
         for name in os.listdir(results):
-            if name.startswith(CNI_NETWORK + "-"):
-                os.remove(os.path.join(results, name))
+            path = os.path.join(results, name)
+            if name.startswith(CNI_NETWORK + "-") or name.startswith("cni-loopback-") and _mentions(path, RUN_DIR + "/"):
+                os.remove(path)
     links = "/var/log/containers"
     if os.path.isdir(links):
         for name in os.listdir(links):
@@ -867,16 +885,26 @@ class RealNode:
             if have.get(ref) == key:
                 continue
             t0 = time.monotonic()
-            with tempfile.TemporaryDirectory(dir=CACHE_ROOT) as tmp:
-                archive = os.path.join(tmp, "image.tar")
-                try:
-                    images.export_archive(ref, archive)
-                except images.ImageError as exc:
-                    raise NodeError(f"cannot export {ref} from buildah's storage (run `make images`): {exc}") from exc
-                self.ctr("images", "import", archive, timeout=900)  # named by the archive's ref annotation
+            self._import(ref)
             self.ctr("images", "label", ref, f"{IMAGE_KEY_LABEL}={key}")
             log(f"imported {ref} in {time.monotonic() - t0:.0f}s")
         return wanted
+
+    def _import(self, ref):
+        with tempfile.TemporaryFile() as errors:
+            push = subprocess.Popen(images.export_command(ref), stdout=subprocess.PIPE, stderr=errors)
+            try:
+                result = run(["ctr", "--address", CONTAINERD_SOCKET, "-n", CRI_NAMESPACE, "images", "import", "-"],
+                             check=False, timeout=900, stdin=push.stdout)
+            finally:
+                push.stdout.close()
+                push.wait()
+            errors.seek(0)
+            if push.returncode != 0:
+                raise NodeError(f"cannot export {ref} from buildah's storage (run `make images`): "
+                                f"{errors.read().decode(errors='replace').strip()[-1500:]}")
+        if result.returncode != 0:
+            raise NodeError(f"importing {ref} into containerd failed: {result.stderr.strip()[-1500:]}")
 
     def _start_kubelet(self, cluster, pki, deadline):
         kubeconfig = self._kubeconfig(cluster, "kubelet", pki["kubelet-client.crt"], pki["kubelet-client.key"])
