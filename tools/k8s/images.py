@@ -33,7 +33,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CACHE_ROOT = os.environ.get("PADDLECLOUD_CACHE") or os.path.expanduser("~/.cache/paddlecloud")
 BUILDAH_ROOT = os.path.join(CACHE_ROOT, "buildah", "storage")
-BUILDAH_RUNROOT = "/run/paddlecloud-buildah"  # tmpfs: mount bookkeeping must not outlive a reboot
+# tmpfs, one per storage root: buildah's mount bookkeeping must not outlive a reboot
+BUILDAH_RUNROOT = "/run/paddlecloud-buildah/" + hashlib.sha1(BUILDAH_ROOT.encode()).hexdigest()[:10]
 MANIFEST = os.path.join(CACHE_ROOT, "images", "images.json")
 KEY_LABEL = "io.paddlecloud.key"
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
