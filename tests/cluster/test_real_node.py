@@ -19,7 +19,7 @@ import pytest
 
 from cluster_helpers import wait_for
 from tools.k8s import node
-from tools.k8s.cluster import GPU_TAINT, IMAGE_REFS, Cluster, ClusterError
+from tools.k8s.cluster import GPU_TAINT, IMAGE_REFS, Cluster, ClusterError, cri_log_lines
 
 LAUNCHER = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "k8s", "cluster.py")
 WORKER = IMAGE_REFS["worker"]
@@ -250,6 +250,25 @@ def test_placement_cpu_pods_on_the_real_node_gpu_pods_on_kwok(real_cluster, real
     assert placed["cpu"] == real_cluster.real_node_name
     assert placed["gpu"] in real_cluster.node_names
     assert wait_pod_done(real_core_v1, ns, "cpu").status.phase == "Succeeded"
+
+
+def test_kwok_gpu_pods_still_serve_logs_from_files(real_cluster, real_core_v1, make_real_namespace, tmp_path):
+    ns = make_real_namespace()
+    pod = restricted_pod("fake-gpu", "docker.io/paddlecloud/not-pulled:0", ["true"], tolerations=[GPU_TOLERATION])
+    pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+    real_core_v1.create_namespaced_pod(ns, pod)
+    wait_for(lambda: pod_phase(real_core_v1, ns, "fake-gpu") == "Running", timeout=30, what="KWOK pod Running")
+    log_file = tmp_path / "fake.log"
+    log_file.write_text(cri_log_lines(["from a file"]))
+    real_cluster.set_pod_log(ns, "fake-gpu", str(log_file))
+    assert wait_for(lambda: _log_or_none(real_core_v1, ns, "fake-gpu"), timeout=15, what="log") == "from a file\n"
+
+
+def _log_or_none(core_v1, namespace, name):
+    try:
+        return logs(core_v1, namespace, name)
+    except kubernetes.client.ApiException:
+        return None
 
 
 def test_a_second_real_node_cluster_waits_then_gives_up_and_the_first_keeps_running(real_cluster, real_core_v1,

@@ -54,7 +54,7 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 POD_CIDR = "127.1.0.0/16"  # KWOK's fake pod IPs
 SERVICE_CIDR = node.SERVICE_CIDR  # routed by kube-proxy on the real node; only object fields otherwise
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # KWOK nodes, with a real node
-KWOK_NODE_SELECTOR = "kwok.x-k8s.io/node=fake"
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # KWOK manages the nodes that carry it
 IMAGE_REFS = {"worker": images.WORKER_REF, "notebook": images.NOTEBOOK_REF, "hub": images.HUB_REF,
               "proxy": images.PROXY_REF, "pause": images.PAUSE_REF}
 REAL_NODE_TIMEOUT = 900.0  # a cold start imports ~3 GB of images into containerd
@@ -277,7 +277,8 @@ def scheduler_cmd(bin_dir, kubeconfig, port, cert_dir):
 
 def kwok_cmd(bin_dir, kubeconfig, config_path, pki, port):
     return [os.path.join(bin_dir, "kwok"), f"--kubeconfig={kubeconfig}", f"--config={config_path}",
-            f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
+            "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
+            f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
             f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
             f"--tls-cert-file={pki['kwok.crt']}", f"--tls-private-key-file={pki['kwok.key']}",
             "--node-lease-duration-seconds=40", "--enable-crds=Logs,ClusterLogs"]
@@ -295,7 +296,7 @@ def node_manifest(name, gpus=8, cpu="64", memory="512Gi", pods="110",
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1], "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                        "kubernetes.io/arch": "amd64", "type": "kwok",
                        GPU_PRODUCT_LABEL: gpu_product, "nvidia.com/gpu.count": str(gpus)},

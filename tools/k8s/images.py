@@ -17,6 +17,7 @@ export_command() and built_images(). Stdlib only: runs with the system python3.
 """
 
 import argparse
+import fcntl
 import fnmatch
 import glob
 import hashlib
@@ -295,6 +296,12 @@ def build_all(pause_binary):
     """Build every image whose key changed; write the manifest; return {ref: key}."""
     require_root("make images")
     os.makedirs(os.path.dirname(MANIFEST), exist_ok=True)
+    with open(os.path.join(os.path.dirname(MANIFEST), "build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time; a second caller then finds all cached
+        return _build_all(pause_binary)
+
+
+def _build_all(pause_binary):
     keys = planned_keys(pause_binary)
     steps = {BASE_REF: lambda k: build_base(k), PAUSE_REF: lambda k: build_pause(pause_binary, k)}
     for image in DOCKERFILE_IMAGES:

@@ -226,7 +226,7 @@ def read_record():
     return read_json(RECORD)
 
 
-def acquire_machine_lock(state_dir, owner_pid, timeout):
+def acquire_machine_lock(owner_pid, timeout):
     """Take the machine-wide real-node lock and hand it to a holder process.
 
     The lock stays held as long as that holder (a `sleep infinity` that inherited the
@@ -761,8 +761,8 @@ class RealNode:
     """The real node of one Cluster. prepare() before the control plane starts (lock,
     clean-up of leftovers, bridge); start() once the API server is up; stop() undoes all.
 
-    `spawn(name, cmd, env=None)` and `wait(deadline, what, check)` come from the Cluster,
-    so node processes are logged and supervised like the control plane's.
+    Node processes are started with the Cluster's _spawn and awaited with its _wait, so
+    they are logged, recorded and supervised like the control plane's.
     """
 
     def __init__(self, state_dir, bin_dir, owner_pid=None, lock_timeout=600.0):
@@ -794,7 +794,7 @@ class RealNode:
 
     # -- before the control plane
     def prepare(self):
-        lock = acquire_machine_lock(self.state_dir, self.owner_pid, self.lock_timeout)
+        lock = acquire_machine_lock(self.owner_pid, self.lock_timeout)
         try:
             stale = read_record() or {}
             stale.get("pids", {}).pop("lock", None)  # the lock is ours now
@@ -935,8 +935,11 @@ class RealNode:
 
     # -- stop
     def stop(self):
-        """Remove everything; raise NodeError naming what stayed."""
-        problems = teardown(self.record or read_record() or {})
+        """Remove everything this node made; raise NodeError naming what stayed.
+        A node that never got the machine lock touches nothing (another cluster may own it)."""
+        if self.record is None:
+            return
+        problems = teardown(self.record)
         self.record = None
         if problems:
             raise NodeError("real node left behind: " + "; ".join(problems))
