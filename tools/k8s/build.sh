@@ -40,7 +40,7 @@ kubectl|kube|k8s.io/kubernetes/cmd/kubectl|$K8S|$kube_ldflags
 kubelet|kube|k8s.io/kubernetes/cmd/kubelet|$K8S|$kube_ldflags
 kube-proxy|kube|k8s.io/kubernetes/cmd/kube-proxy|$K8S|$kube_ldflags
 helm|helm|helm.sh/helm/v3/cmd/helm|$HELM|$helm_ldflags
-coredns|coredns|github.com/coredns/coredns|$COREDNS|-s -w
+coredns|coredns|paddlecloud.local/tools/k8s/coredns|$COREDNS|-s -w
 pause|pause|paddlecloud.local/tools/k8s/pause|$BUILD_REV|-s -w"
 
 binary_key() {  # binary_key <name> <dir> <pkg> <version> <ldflags> -> 12 hex digits
