@@ -36,8 +36,7 @@ try:
 except ImportError:  # run as a script from tools/k8s
     import images
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CACHE_ROOT = os.environ.get("PADDLECLOUD_CACHE") or os.path.expanduser("~/.cache/paddlecloud")
+CACHE_ROOT = images.CACHE_ROOT
 
 NODE_NAME = "paddlecloud-node"
 BRIDGE = "pcbr0"
@@ -652,7 +651,9 @@ def _remove_host_leftovers(record):
     if os.path.isdir(results):
         for name in os.listdir(results):
             path = os.path.join(results, name)
-            if name.startswith(CNI_NETWORK + "-") or name.startswith("cni-loopback-") and _mentions(path, RUN_DIR + "/"):
+            ours = name.startswith(CNI_NETWORK + "-") or (
+                name.startswith("cni-loopback-") and _mentions(path, RUN_DIR + "/"))
+            if ours:
                 os.remove(path)
     links = "/var/log/containers"
     if os.path.isdir(links):
