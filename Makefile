@@ -61,7 +61,7 @@ test-lab: setup
 test-local: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH $(PYTEST) tests/local -q
 
-test-cluster: setup k8s-bin
+test-cluster: setup k8s-bin $(NODE_DEPS)
 	PATH=$(CURDIR)/$(VENV)/bin:$(K8S_BIN_DIR):$$PATH $(PYTEST) tests/cluster -q
 
 test-browser: setup browser-deps

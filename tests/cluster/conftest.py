@@ -1,7 +1,8 @@
 """Fixtures for the cluster tier: a real control plane (tools/k8s) on 127.0.0.1.
 
 Binaries come from `make k8s-bin`. Missing binaries are an error, unless
-PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead.
+PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead. `real_cluster` (and the
+`real_*` fixtures) add a real node (root only; images from `make images`).
 """
 
 import os
@@ -16,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from tools.k8s.cluster import Cluster, default_bin_dir, missing_binaries  # noqa: E402
+from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 
 kubernetes = pytest.importorskip("kubernetes")
 
@@ -103,3 +104,78 @@ def project_folder(tmp_path, monkeypatch):
     (folder / "train.py").write_bytes((Path(REPO) / "paddle_ext" / "examples" / "train.py").read_bytes())
     monkeypatch.chdir(folder)
     return folder
+
+
+# ---------------------------------------------------------------- the real node (issue 10)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(k8s_bin_dir, tmp_path_factory):
+    """A started Cluster with a real node (containerd, kubelet, kube-proxy, CoreDNS on
+    198.18.0.1) beside 2 tainted KWOK GPU nodes; pods without GPUs run there for real.
+
+    Needs root, the node's Debian packages and `make images`; skips with one line when
+    this machine cannot run a node (not root, packages missing). Only one real node can
+    run on a machine: a second session waits for the first (PADDLECLOUD_NODE_LOCK_TIMEOUT
+    seconds, default 600).
+    """
+    from tools.k8s import images, node
+
+    reason = node.host_unavailable_reason()
+    if reason:
+        pytest.skip(f"real node: {reason}")
+    missing = node.missing_binaries(k8s_bin_dir)
+    if missing:
+        pytest.fail(f"real node: {missing} missing in {k8s_bin_dir}; run `make k8s-bin`", pytrace=False)
+    missing = [ref for ref in IMAGE_REFS.values() if ref not in images.built_images()]
+    if missing:
+        pytest.fail(f"real node: images not built: {missing}; run `make images`", pytrace=False)
+    c = Cluster(str(tmp_path_factory.mktemp("real-cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
+                real_node=True, node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
+    t0 = time.monotonic()
+    c.start()
+    print(f"\nreal-node cluster ready in {time.monotonic() - t0:.1f}s at {c.server}")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="session")
+def real_api_client(real_cluster):
+    """An admin kubernetes.client.ApiClient for the real-node cluster."""
+    client = kubernetes.config.new_client_from_config(config_file=real_cluster.kubeconfig)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def real_core_v1(real_api_client):
+    return kubernetes.client.CoreV1Api(real_api_client)
+
+
+@pytest.fixture(scope="session")
+def real_batch_v1(real_api_client):
+    return kubernetes.client.BatchV1Api(real_api_client)
+
+
+@pytest.fixture(scope="session")
+def real_rbac_v1(real_api_client):
+    return kubernetes.client.RbacAuthorizationV1Api(real_api_client)
+
+
+@pytest.fixture
+def make_real_namespace(real_core_v1):
+    """Create namespaces on the real-node cluster (optional labels); deleted after the test."""
+    created = []
+
+    def make(prefix="rn", labels=None):
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        real_core_v1.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        try:
+            real_core_v1.delete_namespace(name, grace_period_seconds=0)
+        except kubernetes.client.ApiException:
+            pass

@@ -15,8 +15,8 @@ def instructions(path):
             if line.strip() and not line.strip().startswith("#")]
 
 
-def test_there_are_the_three_images():
-    assert [p.parent.name for p in DOCKERFILES] == ["hub", "notebook", "worker"]
+def test_there_are_the_four_images():
+    assert [p.parent.name for p in DOCKERFILES] == ["hub", "notebook", "proxy", "worker"]
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.parent.name)

@@ -1,13 +1,17 @@
-"""A real Kubernetes control plane on 127.0.0.1 for tests.
+"""A real Kubernetes control plane for tests, with KWOK GPU nodes and (as root) a real node.
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and KWOK (fake GPU
-nodes) run as local processes on free ports. Binaries come from tools/k8s/build.sh.
+nodes) run as local processes on free ports of 127.0.0.1. Binaries come from
+tools/k8s/build.sh. With real_node (tools/k8s/node.py: containerd, kubelet, kube-proxy,
+CoreDNS on the bridge 198.18.0.1) the API server listens on 198.18.0.1 instead, pods
+without GPUs run there for real, and the KWOK nodes are tainted nvidia.com/gpu=present:NoSchedule.
 
     python tools/k8s/cluster.py up --state-dir .cluster    # writes .cluster/kubeconfig
+    python tools/k8s/cluster.py up --state-dir .cluster --real-node auto   # `make cluster`
     python tools/k8s/cluster.py down --state-dir .cluster
 
     from tools.k8s.cluster import Cluster
-    c = Cluster(state_dir, bin_dir, nodes=2); c.start(); ...; c.stop()
+    c = Cluster(state_dir, bin_dir, nodes=2, real_node=None); c.start(); ...; c.stop()
 
 Pods owned by a Job complete after `complete_after` (per pod: annotation
 kwok.paddlecloud.io/complete-after, a Go duration such as "3s"), with exit code 0
@@ -36,13 +40,24 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+try:
+    from . import images, node
+except ImportError:  # run as a script from tools/k8s
+    import images
+    import node
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 COMPLETE_AFTER_ANNOTATION = "kwok.paddlecloud.io/complete-after"
 EXIT_CODE_ANNOTATION = "kwok.paddlecloud.io/exit-code"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-POD_CIDR = "127.1.0.0/16"
-SERVICE_CIDR = "10.0.0.0/24"  # only ever appears in object fields; nothing dials it
+POD_CIDR = "127.1.0.0/16"  # KWOK's fake pod IPs
+SERVICE_CIDR = node.SERVICE_CIDR  # routed by kube-proxy on the real node; only object fields otherwise
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # KWOK nodes, with a real node
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # KWOK manages the nodes that carry it
+IMAGE_REFS = {"worker": images.WORKER_REF, "notebook": images.NOTEBOOK_REF, "hub": images.HUB_REF,
+              "proxy": images.PROXY_REF, "pause": images.PAUSE_REF}
+REAL_NODE_TIMEOUT = 900.0  # a cold start imports ~3 GB of images into containerd
 
 
 class ClusterError(RuntimeError):
@@ -145,27 +160,40 @@ def _write_cert(path, cert):
         fh.write(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def make_pki(pki_dir):
-    """Write CA, apiserver/kwok serving certs, admin client cert and SA key pair.
+NODE_CERTS = (  # (file name, _cert arguments) of the real node's certificates
+    ("kubelet", dict(subject_cn=node.NODE_NAME, server=True, sans=(node.NODE_IP,))),
+    ("kubelet-client", dict(subject_cn=f"system:node:{node.NODE_NAME}", org="system:nodes", client=True)),
+    ("kube-proxy", dict(subject_cn="system:kube-proxy", client=True)),
+    ("coredns", dict(subject_cn="system:coredns", client=True)),
+)
+
+
+def make_pki(pki_dir, real_node=False):
+    """Write CA, apiserver/kwok serving certs, admin client cert and SA key pair
+    (with real_node also the kubelet's serving and client certs, kube-proxy's and CoreDNS's).
 
     Returns a dict of file paths. Existing files are reused.
     """
     os.makedirs(pki_dir, exist_ok=True)
-    paths = {name: os.path.join(pki_dir, name) for name in (
-        "ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
-        "kwok.crt", "kwok.key", "sa.key", "sa.pub")}
+    names = ["ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
+             "kwok.crt", "kwok.key", "sa.key", "sa.pub"]
+    if real_node:
+        names += [f"{name}.{ext}" for name, _ in NODE_CERTS for ext in ("crt", "key")]
+    paths = {name: os.path.join(pki_dir, name) for name in names}
     if all(os.path.exists(p) for p in paths.values()):
         return paths
     ca_key = _key()
     ca = _cert("paddlecloud-test-ca", ca_key, ca=True)
     _write_key(paths["ca.key"], ca_key)
     _write_cert(paths["ca.crt"], ca)
-    sans = ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
-            "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-    for name, kwargs in (
-            ("apiserver", dict(subject_cn="kube-apiserver", server=True, sans=sans)),
-            ("kwok", dict(subject_cn="kwok", server=True, sans=("127.0.0.1", "localhost"))),
-            ("admin", dict(subject_cn="admin", org="system:masters", client=True))):
+    sans = ("127.0.0.1", "localhost", node.NODE_IP, node.KUBERNETES_SERVICE_IP, "kubernetes",
+            "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+    certs = [("apiserver", dict(subject_cn="kube-apiserver", server=True, sans=sans)),
+             ("kwok", dict(subject_cn="kwok", server=True, sans=("127.0.0.1", "localhost"))),
+             ("admin", dict(subject_cn="admin", org="system:masters", client=True))]
+    if real_node:
+        certs += NODE_CERTS
+    for name, kwargs in certs:
         key = _key()
         _write_key(paths[name + ".key"], key)
         _write_cert(paths[name + ".crt"], _cert(key=key, issuer_cert=ca, issuer_key=ca_key, **kwargs))
@@ -200,11 +228,16 @@ def etcd_cmd(bin_dir, data_dir, client_port, peer_port):
             "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=4294967296"]
 
 
-def apiserver_cmd(bin_dir, pki, etcd_port, port):
+def apiserver_cmd(bin_dir, pki, etcd_port, port, real_node=False):
+    """KWOK only: on 127.0.0.1, no endpoints for the `kubernetes` Service. With a real node:
+    on 198.18.0.1 only (reachable from this machine and its pods, not from the network),
+    advertised there, so the `kubernetes` Service (198.19.0.1:443) leads to it."""
+    address = node.NODE_IP if real_node else "127.0.0.1"
+    reconciler = [] if real_node else ["--endpoint-reconciler-type=none"]
     return [os.path.join(bin_dir, "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", f"--secure-port={port}", "--advertise-address=127.0.0.1",
-            "--endpoint-reconciler-type=none",
+            f"--bind-address={address}", f"--secure-port={port}", f"--advertise-address={address}",
+            *reconciler,
             f"--tls-cert-file={pki['apiserver.crt']}", f"--tls-private-key-file={pki['apiserver.key']}",
             f"--client-ca-file={pki['ca.crt']}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -244,7 +277,8 @@ def scheduler_cmd(bin_dir, kubeconfig, port, cert_dir):
 
 def kwok_cmd(bin_dir, kubeconfig, config_path, pki, port):
     return [os.path.join(bin_dir, "kwok"), f"--kubeconfig={kubeconfig}", f"--config={config_path}",
-            "--manage-all-nodes=true", f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
+            "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
+            f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
             f"--node-port={port}", f"--server-address=127.0.0.1:{port}",
             f"--tls-cert-file={pki['kwok.crt']}", f"--tls-private-key-file={pki['kwok.key']}",
             "--node-lease-duration-seconds=40", "--enable-crds=Logs,ClusterLogs"]
@@ -254,21 +288,24 @@ def kwok_cmd(bin_dir, kubeconfig, config_path, pki, port):
 
 
 def node_manifest(name, gpus=8, cpu="64", memory="512Gi", pods="110",
-                  gpu_product="NVIDIA-H100-80GB-HBM3"):
+                  gpu_product="NVIDIA-H100-80GB-HBM3", taints=()):
     """A fake GPU node, managed by kwok (status is kept on create)."""
     resources = {"cpu": cpu, "memory": memory, "pods": pods, "nvidia.com/gpu": str(gpus),
                  "ephemeral-storage": "1Ti"}
-    return {
+    manifest = {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1], "node.alpha.kubernetes.io/ttl": "0"},
             "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                        "kubernetes.io/arch": "amd64", "type": "kwok",
                        GPU_PRODUCT_LABEL: gpu_product, "nvidia.com/gpu.count": str(gpus)},
         },
         "status": {"allocatable": dict(resources), "capacity": dict(resources)},
     }
+    if taints:
+        manifest["spec"] = {"taints": [dict(t) for t in taints]}
+    return manifest
 
 
 def _set_delay(stage, ms):
@@ -412,13 +449,33 @@ def stop_pids(pids, timeout=15.0):
 # ---------------------------------------------------------------- the cluster
 
 
+def resolve_real_node(real_node, bin_dir):
+    """(use a real node?, notice): True/False as asked (True fails where it cannot run);
+    None picks it when it can run here, else returns a one-line notice why not."""
+    reason = node.unavailable_reason(bin_dir) if real_node is not False else None
+    if real_node is True and reason:
+        raise ClusterError(f"cannot run a real node here: {reason}")
+    if real_node is None and reason:
+        return False, f"real node: off ({reason}); pods run on KWOK's fake nodes only"
+    return real_node is not False, None
+
+
 class Cluster:
-    """A local control plane. Attributes after start(): kubeconfig, server, ports, pids."""
+    """A local control plane. Attributes after start(): kubeconfig, server, ports, pids.
+
+    real_node: False (default: KWOK fake nodes only, as before), True (also a real node;
+    fails where one cannot run), None (a real node when this machine can run one; else
+    `real_node_notice` says why not). With a real node, `real_node` is its RealNode
+    (truthy; `.name`), `real_node_name` its name, and `images` the image refs imported into it.
+    """
 
     def __init__(self, state_dir, bin_dir=None, nodes=2, complete_after="2s", pod_delay_ms=200,
-                 node_resources=None):
+                 node_resources=None, real_node=False, node_lock_timeout=600.0):
         self.state_dir = os.path.abspath(state_dir)
         self.bin_dir = os.path.abspath(bin_dir or default_bin_dir())
+        use_node, self.real_node_notice = resolve_real_node(real_node, self.bin_dir)
+        self.real_node = node.RealNode(self.state_dir, self.bin_dir, owner_pid=os.getpid(),
+                                       lock_timeout=node_lock_timeout) if use_node else None
         self.nodes = nodes
         self.complete_after_ms = _duration_ms(complete_after)
         self.pod_delay_ms = pod_delay_ms
@@ -447,10 +504,20 @@ class Cluster:
 
     @property
     def node_names(self):
+        """The KWOK GPU nodes."""
         return [f"kwok-gpu-{i}" for i in range(self.nodes)]
 
+    @property
+    def real_node_name(self):
+        return self.real_node.name if self.real_node else None
+
+    @property
+    def images(self):
+        """{ref: cache key} of the images in the real node's containerd ({} without one)."""
+        return dict(self.real_node.images) if self.real_node else {}
+
     # -- lifecycle
-    def start(self, timeout=120.0):
+    def start(self, timeout=None):
         """Start every component and wait until the cluster is ready."""
         missing = missing_binaries(self.bin_dir)
         if missing:
@@ -458,20 +525,32 @@ class Cluster:
         if os.path.exists(self.pids_file) and any(
                 _pid_alive(i["pid"]) for i in _read_json(self.pids_file).values()):
             raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (timeout or (REAL_NODE_TIMEOUT if self.real_node else 120.0))
+        if self.real_node:  # the machine lock and the bridge come before anything binds 198.18.0.1
+            try:
+                self.real_node.prepare()
+            except node.NodeError as exc:
+                raise ClusterError(str(exc)) from exc
         for sub in ("etcd", "pki", "kcm", "scheduler", "logs"):  # every start is a fresh cluster
             shutil.rmtree(self._path(sub), ignore_errors=True)
         os.makedirs(self._path("logs"), exist_ok=True)
-        self.pki = make_pki(self._path("pki"))
+        self.pki = make_pki(self._path("pki"), real_node=bool(self.real_node))
         self.ports = pick_ports(["etcd", "etcd-peer", "apiserver", "controller-manager",
                                  "scheduler", "kwok"])
-        self.server = f"https://127.0.0.1:{self.ports['apiserver']}"
+        host = node.NODE_IP if self.real_node else "127.0.0.1"
+        self.server = f"https://{host}:{self.ports['apiserver']}"
         _write_json(self.kubeconfig, kubeconfig_dict(
             self.server, self.pki["ca.crt"], self.pki["admin.crt"], self.pki["admin.key"]))
         _write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
-                                                 "bin_dir": self.bin_dir})
+                                                 "bin_dir": self.bin_dir, "real_node": bool(self.real_node)})
         try:
             self._start_all(deadline)
+            if self.real_node:
+                self.real_node.start(self, deadline)
+                self._wait(deadline, "`kubernetes` Service endpoints on the node IP", self._kubernetes_endpoints)
+        except node.NodeError as exc:
+            self.stop()
+            raise ClusterError(str(exc)) from exc
         except BaseException:
             self.stop()
             raise
@@ -481,15 +560,16 @@ class Cluster:
                                      self.ports["etcd-peer"]))
         self._wait(deadline, "etcd health", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
         self._spawn("kube-apiserver", apiserver_cmd(self.bin_dir, self.pki, self.ports["etcd"],
-                                                    self.ports["apiserver"]))
+                                                    self.ports["apiserver"], real_node=bool(self.real_node)))
         self._wait(deadline, "kube-apiserver /readyz", lambda: self._get_ok("/readyz"))
         stage_dir = os.path.join(os.path.dirname(self.bin_dir), "kwok", "stage")
         crd_dir = os.path.join(os.path.dirname(self.bin_dir), "kwok", "crd", "bases")
         for name in ("kwok.x-k8s.io_logs.yaml", "kwok.x-k8s.io_clusterlogs.yaml"):
             with open(os.path.join(crd_dir, name)) as fh:
                 self.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(fh))
+        taints = (GPU_TAINT,) if self.real_node else ()
         for name in self.node_names:
-            self.create("/api/v1/nodes", node_manifest(name, **self.node_resources))
+            self.create("/api/v1/nodes", node_manifest(name, taints=taints, **self.node_resources))
         config_path = self._path("kwok.yaml")
         with open(config_path, "w") as fh:
             yaml.safe_dump_all(kwok_stages(stage_dir, self.pod_delay_ms, self.complete_after_ms), fh)
@@ -509,26 +589,40 @@ class Cluster:
             f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", insecure=True))
 
     def stop(self):
-        """Stop all components (reverse order); raise if any process survives."""
+        """Stop all components (reverse order); raise if any process survives.
+
+        With a real node, also remove everything the node made and release the machine lock.
+        """
+        problems = []
+        if self.real_node:
+            try:
+                self.real_node.stop()
+            except node.NodeError as exc:
+                problems.append(str(exc))
         pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
-        ordered = {n: pids[n] for n in reversed(COMPONENTS) if n in pids}
-        left = stop_pids(ordered)
+        # etcd last: an API server whose etcd is gone takes ~10 s to give up on shutting down cleanly
+        left = stop_pids({n: pids[n] for n in reversed(COMPONENTS) if n in pids and n != "etcd"})
+        left += stop_pids({n: pids[n] for n in ("etcd",) if n in pids})
         self.pids = {}
         if os.path.exists(self.pids_file):
             os.remove(self.pids_file)
         if left:
-            raise ClusterError(f"processes still alive after stop: {left}")
+            problems.append(f"processes still alive after stop: {left}")
+        if problems:
+            raise ClusterError("; ".join(problems))
 
-    def _spawn(self, name, cmd):
+    def _spawn(self, name, cmd, env=None):
         log = open(self._path("logs", f"{name}.log"), "ab")
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, cwd=self.state_dir)
+                                    start_new_session=True, cwd=self.state_dir, env=env)
         finally:
             log.close()
         _CHILDREN[proc.pid] = proc
         self.pids[name] = {"pid": proc.pid, "exe": cmd[0]}
         _write_json(self.pids_file, self.pids)
+        if self.real_node:  # so a later start can clean up after a crash from the record alone
+            self.real_node.add_pid(name, self.pids[name])
 
     def _wait(self, deadline, what, check):
         while True:
@@ -549,15 +643,33 @@ class Cluster:
         except OSError:
             return ""
 
-    def _nodes_ready(self):
+    def _ready_nodes(self):
         try:
             items = self.request("GET", "/api/v1/nodes")["items"]
         except ClusterError:
+            return set()
+        return {n["metadata"]["name"] for n in items for c in n.get("status", {}).get("conditions", [])
+                if c["type"] == "Ready" and c["status"] == "True"
+                and not any(t["key"] == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints", []))}
+
+    def _nodes_ready(self):
+        return set(self.node_names) <= self._ready_nodes()
+
+    def node_ready(self, name):
+        return name in self._ready_nodes()
+
+    def _kubernetes_endpoints(self):
+        try:
+            slices = self.request("GET", "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+                                         "?labelSelector=kubernetes.io/service-name%3Dkubernetes")["items"]
+        except ClusterError:
             return False
-        ready = {n["metadata"]["name"] for n in items for c in n.get("status", {}).get("conditions", [])
-                 if c["type"] == "Ready" and c["status"] == "True"
-                 and not any(t["key"] == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints", []))}
-        return set(self.node_names) <= ready
+        return any(node.NODE_IP in e.get("addresses", []) for s in slices for e in s.get("endpoints") or [])
+
+    def write_kubeconfig(self, path, cert, key):
+        """A kubeconfig for this cluster with the given client certificate; returns path."""
+        _write_json(path, kubeconfig_dict(self.server, self.pki["ca.crt"], cert, key))
+        return path
 
     # -- API access (admin client cert, stdlib only)
     def _context(self):
@@ -616,14 +728,22 @@ class Cluster:
 
     @classmethod
     def from_state_dir(cls, state_dir):
-        """A handle on a cluster started earlier (e.g. by `cluster.py up`)."""
+        """A handle on a cluster started earlier (e.g. by `cluster.py up`).
+
+        Its real node is attached only while the machine's node record still names this
+        state dir, so stopping an old state dir never touches another cluster's node.
+        """
         info = _read_json(os.path.join(state_dir, "cluster.json"))
         c = cls(state_dir, info["bin_dir"])
         c.server, c.ports = info["server"], info["ports"]
         if os.path.isdir(c._path("pki")):
-            c.pki = make_pki(c._path("pki"))  # reuses the files written by start()
+            c.pki = make_pki(c._path("pki"), real_node=info.get("real_node", False))  # reuses start()'s files
         if os.path.exists(c.pids_file):
             c.pids = _read_json(c.pids_file)
+        record = node.read_record()
+        if info.get("real_node") and record and record.get("state_dir") == c.state_dir:
+            c.real_node = node.RealNode(c.state_dir, c.bin_dir, owner_pid=record.get("owner_pid"))
+            c.real_node.record = record
         return c
 
 
@@ -672,22 +792,46 @@ def main(argv=None):
     parser.add_argument("--bin-dir", default=None, help="default: tools/k8s/build.sh --print")
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--complete-after", default="2s", help="default Job pod run time")
+    parser.add_argument("--real-node", choices=["no", "yes", "auto"], default="no",
+                        help="also run a real node (root): yes, no (default), or auto: when this machine can")
+    parser.add_argument("--lock-timeout", type=float, default=float(os.environ.get(
+        "PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")), help="seconds to wait for another real-node cluster")
     args = parser.parse_args(argv)
     if args.action == "down":
         if not os.path.exists(os.path.join(args.state_dir, "cluster.json")):
+            if os.geteuid() == 0 and (node.read_record() or {}).get("state_dir") == os.path.abspath(args.state_dir):
+                problems = node.teardown()  # a start that died before writing cluster.json
+                print("real node removed" if not problems else f"left behind: {problems}")
+                return 1 if problems else 0
             print(f"no cluster in {args.state_dir}")
             return 0
-        Cluster.from_state_dir(args.state_dir).stop()
+        try:
+            Cluster.from_state_dir(args.state_dir).stop()
+        except ClusterError as exc:
+            print(f"cluster stop: {exc}", file=sys.stderr)
+            return 1
         print("cluster stopped")
         return 0
-    cluster = Cluster(args.state_dir, args.bin_dir, nodes=args.nodes, complete_after=args.complete_after)
+    try:
+        cluster = Cluster(args.state_dir, args.bin_dir, nodes=args.nodes, complete_after=args.complete_after,
+                          real_node={"no": False, "yes": True, "auto": None}[args.real_node],
+                          node_lock_timeout=args.lock_timeout)
+    except ClusterError as exc:
+        print(f"cluster failed to start: {exc}", file=sys.stderr)
+        return 1
+    if cluster.real_node_notice:
+        print(cluster.real_node_notice)
+    if cluster.real_node:
+        cluster.real_node.owner_pid = None  # outlives this command; `down` (or the next `up`) stops it
     t0 = time.monotonic()
     try:
         cluster.start()
     except ClusterError as exc:
         print(f"cluster failed to start: {exc}", file=sys.stderr)
         return 1
-    print(f"cluster ready in {time.monotonic() - t0:.1f}s: {cluster.server}")
+    print(f"cluster ready in {time.monotonic() - t0:.1f}s: {cluster.server}"
+          + (f" (real node {cluster.real_node_name}, images: {', '.join(sorted(cluster.images))})"
+             if cluster.real_node else ""))
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0
 

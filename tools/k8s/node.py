@@ -1,0 +1,956 @@
+"""A real node for the test cluster: containerd + runc + CNI bridge, kubelet, kube-proxy, CoreDNS.
+
+Root only. Used by tools/k8s/cluster.py (Cluster(real_node=True)); one such node can exist
+on a machine at a time (fixed bridge and addresses), guarded by a machine-wide lock.
+
+Addresses (all inside 198.18.0.0/15, the range reserved for network tests):
+    bridge pcbr0     198.18.0.1/16  the node's IP: kubelet :10250, CoreDNS :53, kube-apiserver
+    pods             198.18.1.1 - 198.18.255.254 (host-local IPAM, gateway 198.18.0.1)
+    Services         198.19.0.0/16  (`kubernetes` = 198.19.0.1:443, routed by kube-proxy)
+Pods cannot reach anything beyond this machine: the bridge has no masquerading and a
+FORWARD rule drops what pods send out of it; containerd's image pulls go to a proxy
+address on 127.0.0.1 that refuses, so a missing image fails fast instead of dialling out.
+
+What the node creates, and what stop (or the next start, after a crash) removes: the
+processes (also every container process and containerd shim), the bridge and its veths,
+network namespaces and mounts under the node's dirs, the kubepods cgroups under every
+controller, iptables/ip6tables chains KUBE-*, CNI-* and PADDLECLOUD-*, kube-proxy's
+nftables tables, CNI cache files, /var/log/containers links, and the sysctls the
+components change (restored to what they were). Everything it must undo is written to
+RECORD before it is done, so a SIGKILLed run can be cleaned up from the record alone.
+Images imported into containerd stay in a persistent root under ~/.cache/paddlecloud.
+"""
+
+import ctypes
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+try:
+    from . import images
+except ImportError:  # run as a script from tools/k8s
+    import images
+
+CACHE_ROOT = images.CACHE_ROOT
+
+NODE_NAME = "paddlecloud-node"
+BRIDGE = "pcbr0"
+NODE_IP = "198.18.0.1"
+POD_SUBNET = "198.18.0.0/16"
+POD_RANGE = ("198.18.1.1", "198.18.255.254")
+SERVICE_CIDR = "198.19.0.0/16"
+KUBERNETES_SERVICE_IP = "198.19.0.1"
+CLUSTER_DOMAIN = "cluster.local"
+KUBELET_PORT = 10250
+CNI_NETWORK = "paddlecloud"
+CNI_BIN_DIR = "/usr/lib/cni"
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+PULL_PROXY = "http://127.0.0.1:9"  # nothing listens there: pulls fail at once, never leave the machine
+
+RUN_DIR = "/run/paddlecloud-node"  # tmpfs: the lock, the record, containerd's state and socket
+LOCK_FILE = os.path.join(RUN_DIR, "lock")
+RECORD = os.path.join(RUN_DIR, "node.json")
+CLEANUP_LOCK = os.path.join(RUN_DIR, "cleanup.lock")
+CONTAINERD_STATE = os.path.join(RUN_DIR, "containerd")
+CONTAINERD_SOCKET = os.path.join(RUN_DIR, "containerd.sock")
+RUNC_ROOT = os.path.join(RUN_DIR, "runc")
+CONTAINERD_ROOT = os.path.join(CACHE_ROOT, "containerd")  # persistent: imported images survive
+CRI_NAMESPACE = "k8s.io"
+IMAGE_KEY_LABEL = "io.paddlecloud.key"
+POD_LOGS_DIRNAME = "paddlecloud-pod-logs"  # swept in /var/log/containers links by this name
+SHIM_SOCKET_DIR = "/run/containerd/s"  # containerd 1.6 puts shim sockets here whatever its state dir
+
+HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip", "iptables", "ip6tables",
+              "iptables-save", "conntrack", "buildah")
+NODE_BINARIES = ("kubelet", "kube-proxy", "coredns", "pause")
+OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-", "PADDLECLOUD-")
+EGRESS_CHAIN = "PADDLECLOUD-EGRESS"
+NFT_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"))
+# Kernel settings kubelet and kube-proxy (or the bridge plugin) may change; restored on stop.
+SYSCTLS = ("net/ipv4/ip_forward", "net/ipv4/conf/all/route_localnet", "net/bridge/bridge-nf-call-iptables",
+           "net/bridge/bridge-nf-call-ip6tables", "vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic",
+           "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+           "net/netfilter/nf_conntrack_max")
+# Host paths that are created on demand by the components; removed again when we made them and they are empty.
+HOST_DIRS = ("/var/log/containers", "/var/lib/cni/results", "/var/lib/cni", SHIM_SOCKET_DIR, "/run/containerd",
+             "/run/containers/networks", "/run/containers")  # the last two: buildah, when importing images
+NODE_COMPONENTS = ("coredns", "kube-proxy", "kubelet", "containerd")
+
+
+class NodeError(RuntimeError):
+    """The real node cannot run here, or failed to start or stop."""
+
+
+def log(message):
+    print(f"node: {message}", flush=True)
+
+
+# ---------------------------------------------------------------- can it run here?
+
+
+def host_unavailable_reason():
+    """None when this machine can run a real node, else one sentence saying why not."""
+    if os.geteuid() != 0:
+        return "not running as root"
+    missing = [name for name in HOST_TOOLS if not shutil.which(name)]
+    missing += [f"{CNI_BIN_DIR}/{p}" for p in CNI_PLUGINS if not os.access(os.path.join(CNI_BIN_DIR, p), os.X_OK)]
+    if missing:
+        return ("missing " + ", ".join(missing) + " (`make node-deps` installs containerd runc "
+                "containernetworking-plugins conntrack iptables buildah)")
+    if not os.path.isdir("/sys/fs/cgroup"):
+        return "no /sys/fs/cgroup"
+    return None
+
+
+def missing_binaries(bin_dir):
+    """The node's binaries that `make k8s-bin` has not built into bin_dir."""
+    return [n for n in NODE_BINARIES if not os.access(os.path.join(bin_dir, n), os.X_OK)]
+
+
+def unavailable_reason(bin_dir):
+    """None when a real node can run here with bin_dir, else one sentence saying why not."""
+    missing = missing_binaries(bin_dir)
+    return host_unavailable_reason() or (
+        f"missing {', '.join(missing)} in {bin_dir} (run `make k8s-bin`)" if missing else None)
+
+
+# ---------------------------------------------------------------- small system helpers
+
+
+def run(cmd, check=True, timeout=120, **kwargs):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+    if check and proc.returncode != 0:
+        raise NodeError(f"{' '.join(cmd)} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-1500:]}")
+    return proc
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def pid_exe(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def pid_cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def kill_and_wait(pids, sig=signal.SIGTERM, timeout=15.0):
+    """Signal pids, SIGKILL what is still alive after timeout; return survivors."""
+    pids = [p for p in pids if pid_alive(p)]
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        if pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if pid_alive(p)]
+
+
+def read_sysctl(name):
+    try:
+        with open(f"/proc/sys/{name}") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def write_sysctl(name, value):
+    try:
+        with open(f"/proc/sys/{name}", "w") as fh:
+            fh.write(value)
+    except OSError:
+        pass
+
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+    os.replace(tmp, path)
+
+
+def read_json(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- the machine lock
+
+
+def read_record():
+    """The record of the real node on this machine (running or left by a crash), or None."""
+    return read_json(RECORD)
+
+
+def acquire_machine_lock(owner_pid, timeout):
+    """Take the machine-wide real-node lock and hand it to a holder process.
+
+    The lock stays held as long as that holder (a `sleep infinity` that inherited the
+    locked file) lives; teardown kills it last. A waiting starter takes over a node whose
+    owner process (e.g. a killed pytest) is gone; it waits for one started by
+    `cluster.py up` (no owner) until `timeout`, then fails naming it. Returns the holder's
+    {"pid", "exe"} (exe: the argv[0] it runs, to recognise it later).
+    """
+    os.makedirs(RUN_DIR, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    announced = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            record = read_record() or {}
+            owner = record.get("owner_pid")
+            if owner and not pid_alive(owner):
+                log(f"the real node of {record.get('state_dir')} outlived its owner (pid {owner}); removing it")
+                teardown(record)
+                continue
+            if time.monotonic() > deadline:
+                who = f"from {record.get('state_dir')}" if record else "(no record)"
+                raise NodeError(
+                    f"another real-node cluster is running on this machine {who}; only one can run at a "
+                    f"time. Stop it (`python tools/k8s/cluster.py down --state-dir "
+                    f"{record.get('state_dir', 'DIR')}` or `make cluster-down`); waited {timeout:.0f}s for {LOCK_FILE}")
+            if not announced:
+                log(f"waiting up to {timeout:.0f}s for the real node of {record.get('state_dir')} to stop")
+                announced = True
+            time.sleep(1)
+        sleep = shutil.which("sleep") or "/bin/sleep"
+        holder = subprocess.Popen([sleep, "infinity"], pass_fds=(fd,), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    finally:
+        os.close(fd)
+    return {"pid": holder.pid, "exe": sleep}
+
+
+# ---------------------------------------------------------------- configuration (pure)
+
+
+def containerd_config(root, state, socket, cni_conf_dir, runc_root, sandbox_image, cri=True):
+    """containerd's config.toml (version 2): our own root/state/socket, CRI with our CNI dirs."""
+    disabled = ['"io.containerd.snapshotter.v1.aufs"', '"io.containerd.snapshotter.v1.btrfs"',
+                '"io.containerd.snapshotter.v1.zfs"', '"io.containerd.snapshotter.v1.devmapper"',
+                '"io.containerd.tracing.processor.v1.otlp"', '"io.containerd.internal.v1.tracing"']
+    if not cri:
+        disabled.append('"io.containerd.grpc.v1.cri"')
+    return f"""version = 2
+root = "{root}"
+state = "{state}"
+disabled_plugins = [{", ".join(disabled)}]
+
+[grpc]
+  address = "{socket}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{sandbox_image}"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN_DIR}"
+    conf_dir = "{cni_conf_dir}"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "{runc_root}"
+        SystemdCgroup = false
+"""
+
+
+def cni_conflist(ipam_dir):
+    """The pod network: bridge pcbr0 (gateway 198.18.0.1, no masquerading), host-local IPAM, portmap."""
+    return {
+        "cniVersion": "1.0.0", "name": CNI_NETWORK,
+        "plugins": [
+            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+             "ipam": {"type": "host-local", "dataDir": ipam_dir,
+                      "ranges": [[{"subnet": POD_SUBNET, "rangeStart": POD_RANGE[0],
+                                   "rangeEnd": POD_RANGE[1], "gateway": NODE_IP}]],
+                      "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def kubelet_config(pki, healthz_port, pod_logs_dir):
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
+        "address": NODE_IP, "port": KUBELET_PORT, "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1", "healthzPort": healthz_port,
+        "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": "",  # pods never inherit this machine's resolvers
+        "tlsCertFile": pki["kubelet.crt"], "tlsPrivateKeyFile": pki["kubelet.key"],
+        "authentication": {"x509": {"clientCAFile": pki["ca.crt"]}, "webhook": {"enabled": True},
+                           "anonymous": {"enabled": False}},
+        "authorization": {"mode": "Webhook"},
+        "podLogsDir": pod_logs_dir,
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,  # never delete our images
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                         "nodefs.inodesFree": "1%"},
+        "serializeImagePulls": False, "registerNode": True, "maxPods": 110,
+        "protectKernelDefaults": False, "rotateCertificates": False, "serverTLSBootstrap": False,
+        "staticPodPath": "", "shutdownGracePeriod": "0s", "shutdownGracePeriodCriticalPods": "0s",
+    }
+
+
+def kube_proxy_config(kubeconfig, healthz_port, metrics_port):
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": kubeconfig},
+        "mode": "iptables", "clusterCIDR": POD_SUBNET, "hostnameOverride": NODE_NAME,
+        "healthzBindAddress": f"127.0.0.1:{healthz_port}", "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "iptables": {"localhostNodePorts": False},  # so route_localnet stays as it is
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+    }
+
+
+def corefile(kubeconfig, health_port, ready_port):
+    """CoreDNS on 198.18.0.1:53 answering cluster names only (no forwarding: nothing dials out)."""
+    return f""".:53 {{
+    bind {NODE_IP}
+    errors
+    health 127.0.0.1:{health_port}
+    ready 127.0.0.1:{ready_port}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }}
+    cache 5
+}}
+"""
+
+
+COREDNS_RBAC = [
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+     "metadata": {"name": "system:coredns"},
+     "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
+                "verbs": ["list", "watch"]},
+               {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+     "metadata": {"name": "system:coredns"},
+     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}]},
+]
+
+
+# ---------------------------------------------------------------- teardown (works from the record alone)
+
+
+def _mountpoints():
+    points = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            point = line.split()[4]
+            points.append(point.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+                          .replace("\\134", "\\"))
+    return points
+
+
+def mounts_under(prefixes):
+    prefixes = [p.rstrip("/") for p in prefixes if p]
+    return [m for m in _mountpoints() if any(m == p or m.startswith(p + "/") for p in prefixes)]
+
+
+def unmount_under(prefixes):
+    """Lazily unmount everything at or below prefixes, deepest first; return what stays."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for _ in range(5):
+        points = mounts_under(prefixes)
+        if not points:
+            return []
+        for point in sorted(points, key=len, reverse=True):
+            libc.umount2(point.encode(), 2)  # MNT_DETACH
+    return mounts_under(prefixes)
+
+
+def cgroup_dirs(name="kubepods"):
+    """Every <controller>/kubepods dir (cgroup v1) and the unified one (v2)."""
+    found = []
+    base = "/sys/fs/cgroup"
+    candidates = [os.path.join(base, name)] + [os.path.join(base, c, name) for c in sorted(os.listdir(base))
+                                                  if os.path.isdir(os.path.join(base, c))]
+    for path in candidates:
+        if os.path.isdir(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def cgroup_pids(roots):
+    pids = set()
+    for root in roots:
+        for dirpath, _dirs, _files in os.walk(root):
+            try:
+                with open(os.path.join(dirpath, "cgroup.procs")) as fh:
+                    pids.update(int(p) for p in fh.read().split())
+            except OSError:
+                pass
+    return sorted(pids)
+
+
+def remove_cgroups(roots, timeout=20.0):
+    """Kill every process in the cgroup trees, then remove them bottom-up; return what stays."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for pid in cgroup_pids(roots):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for root in roots:
+            for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: len(w[0]), reverse=True):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
+        left = [r for r in roots if os.path.isdir(r)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def _chains(save_cmd):
+    """{table: [chain, ...]} of our chains (by prefix) in iptables-save output."""
+    proc = subprocess.run([save_cmd], capture_output=True, text=True)
+    tables, table = {}, None
+    for line in proc.stdout.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":") and table:
+            chain = line[1:].split()[0]
+            if chain.startswith(OUR_CHAIN_PREFIXES):
+                tables.setdefault(table, []).append(chain)
+    return tables, proc.stdout
+
+
+def remove_chains(tool):
+    """Delete rules jumping to our chains from any chain, then flush and delete our chains."""
+    save = f"{tool}-save"
+    if not shutil.which(save):
+        return {}
+    tables, text = _chains(save)
+    if not tables:
+        return {}
+    table = None
+    for line in text.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith("-A ") and table in tables:
+            words = line.split()
+            chain = words[1]
+            target = words[words.index("-j") + 1] if "-j" in words else (
+                words[words.index("-g") + 1] if "-g" in words else "")
+            if not chain.startswith(OUR_CHAIN_PREFIXES) and target.startswith(OUR_CHAIN_PREFIXES):
+                subprocess.run(["sh", "-c", f"{tool} -w -t {table} -D {line[3:]}"], capture_output=True)
+    for table, chains in tables.items():
+        for chain in chains:
+            subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
+        for chain in chains:
+            subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
+    return _chains(save)[0]
+
+
+def nft_tables():
+    """["family name", ...] of the nftables tables that exist now."""
+    if not shutil.which("nft"):
+        return []
+    out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    return [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("table ")]
+
+
+def _nft_table_has_rules(table):
+    out = subprocess.run(["nft", "-j", "list", "table", *table.split()], capture_output=True, text=True).stdout
+    try:
+        return any("rule" in item for item in json.loads(out)["nftables"])
+    except (ValueError, KeyError):
+        return True
+
+
+def remove_nft_tables(existed_before=None):
+    """Delete kube-proxy's nftables tables, and tables that did not exist before the node
+    and are empty now (iptables-nft creates e.g. `ip6 mangle` the first time it is used)."""
+    left = []
+    for family, name in NFT_TABLES:
+        table = f"{family} {name}"
+        if table in nft_tables():
+            subprocess.run(["nft", "delete", "table", family, name], capture_output=True)
+            if table in nft_tables():
+                left.append(table)
+    if existed_before is not None:
+        for table in nft_tables():
+            if table not in existed_before and not _nft_table_has_rules(table):
+                subprocess.run(["nft", "delete", "table", *table.split()], capture_output=True)
+    return left
+
+
+def remove_bridge():
+    proc = subprocess.run(["ip", "-o", "link", "show", "master", BRIDGE], capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        port = line.split(":")[1].strip().split("@")[0]
+        subprocess.run(["ip", "link", "del", port], capture_output=True)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
+
+
+def _holds_lock_file(pid):
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == LOCK_FILE for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def node_processes(record, keep=()):
+    """Pids of processes that belong to a real node: recorded ones (if still the same
+    program) plus, by name, our containerd, its shims, kubelet/kube-proxy/coredns from
+    the cache, and holders of the machine lock; minus `keep`."""
+    pids = []
+    for info in (record or {}).get("pids", {}).values():
+        if pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]:
+            pids.append(info["pid"])
+    for pid in all_pids():
+        argv = pid_cmdline(pid)
+        if not argv or pid == os.getpid() or not pid_alive(pid):
+            continue
+        exe = pid_exe(pid)
+        name = os.path.basename(argv[0])
+        if name in ("kubelet", "kube-proxy", "coredns") and exe.startswith(CACHE_ROOT + "/"):
+            pids.append(pid)
+        elif name.startswith("containerd") and any(a.startswith(RUN_DIR) or a == CONTAINERD_SOCKET for a in argv):
+            pids.append(pid)  # our containerd (--config under RUN_DIR) and its shims (-address)
+        elif name == "sleep" and _holds_lock_file(pid):
+            pids.append(pid)
+    return sorted(set(pids) - set(keep))
+
+
+def purge_containers(sandbox_image=""):
+    """Remove every container left in the persistent containerd root (images stay).
+
+    Runs a containerd without CRI on a private socket, so nothing starts or restores pods.
+    """
+    if not os.path.isdir(os.path.join(CONTAINERD_ROOT, "io.containerd.metadata.v1.bolt")):
+        return
+    work = os.path.join(RUN_DIR, "purge")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    socket = os.path.join(work, "containerd.sock")
+    config = os.path.join(work, "config.toml")
+    with open(config, "w") as fh:
+        fh.write(containerd_config(CONTAINERD_ROOT, os.path.join(work, "state"), socket, work,
+                                   os.path.join(work, "runc"), sandbox_image, cri=False))
+    with open(os.path.join(work, "containerd.log"), "w") as logf:
+        proc = subprocess.Popen(["containerd", "--config", config], stdout=logf, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        ctr = ["ctr", "--address", socket, "-n", CRI_NAMESPACE]
+        deadline = time.monotonic() + 30
+        while subprocess.run(ctr + ["version"], capture_output=True).returncode != 0:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise NodeError(f"containerd (purge) did not start; see {work}/containerd.log")
+            time.sleep(0.1)
+        tasks = run(ctr + ["tasks", "ls", "-q"], check=False).stdout.split()
+        for task in tasks:
+            run(ctr + ["tasks", "delete", "-f", task], check=False)
+        containers = run(ctr + ["containers", "ls", "-q"], check=False).stdout.split()
+        if containers:
+            run(ctr + ["containers", "delete", *containers], check=False)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    unmount_under([work])
+    shutil.rmtree(work, ignore_errors=True)
+    for sub in ("sandboxes", "containers"):  # CRI's per-container files (hosts, resolv.conf, ...)
+        shutil.rmtree(os.path.join(CONTAINERD_ROOT, "io.containerd.grpc.v1.cri", sub), ignore_errors=True)
+
+
+def _remove_stale_shim_sockets():
+    """Shim sockets in /run/containerd/s that no process listens on any more."""
+    if not os.path.isdir(SHIM_SOCKET_DIR):
+        return
+    with open("/proc/net/unix") as fh:
+        bound = {line.split()[-1] for line in fh.readlines()[1:] if len(line.split()) >= 8}
+    for name in os.listdir(SHIM_SOCKET_DIR):
+        path = os.path.join(SHIM_SOCKET_DIR, name)
+        if path not in bound:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+
+def _mentions(path, text):
+    try:
+        with open(path, errors="replace") as fh:
+            return text in fh.read()
+    except OSError:
+        return False
+
+
+def _remove_host_leftovers(record):
+    results = "/var/lib/cni/results"  # libcni's cache: <network>-<container>-<ifname>
+    if os.path.isdir(results):
+        for name in os.listdir(results):
+            path = os.path.join(results, name)
+            ours = name.startswith(CNI_NETWORK + "-") or (
+                name.startswith("cni-loopback-") and _mentions(path, RUN_DIR + "/"))
+            if ours:
+                os.remove(path)
+    links = "/var/log/containers"
+    if os.path.isdir(links):
+        for name in os.listdir(links):
+            path = os.path.join(links, name)
+            if os.path.islink(path) and f"/{POD_LOGS_DIRNAME}/" in os.readlink(path):
+                os.remove(path)
+    _remove_stale_shim_sockets()
+    existed = record.get("host_dirs_existed", {})
+    for path in HOST_DIRS:
+        if existed.get(path) is False:
+            try:
+                os.rmdir(path)  # only when empty
+            except OSError:
+                pass
+
+
+def teardown(record=None, keep=()):
+    """Remove everything a real node created (from `record`, else RECORD, plus sweeps by name),
+    sparing the processes in `keep` (a new lock holder). Idempotent; safe after a crash or
+    SIGKILL. Returns a list of what could not be removed.
+    """
+    os.makedirs(RUN_DIR, exist_ok=True)
+    cleanup_fd = os.open(CLEANUP_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(cleanup_fd, fcntl.LOCK_EX)
+    try:
+        return _teardown(record or read_record() or {}, keep)
+    finally:
+        os.close(cleanup_fd)
+
+
+def _teardown(record, keep):
+    problems = []
+    pids = record.get("pids", {})
+    # 1. the node's own daemons (not containerd yet), then every container process
+    for name in NODE_COMPONENTS[:-1]:
+        info = pids.get(name)
+        if info and pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]:
+            kill_and_wait([info["pid"]], timeout=10)
+    kill_and_wait([p for p in node_processes({}) if os.path.basename(pid_cmdline(p)[0]) in
+                   ("kubelet", "kube-proxy", "coredns")], timeout=10)
+    for pid in cgroup_pids(cgroup_dirs()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # 2. containerd and its shims
+    kill_and_wait([p for p in node_processes(record) if os.path.basename(pid_cmdline(p)[0]).startswith("containerd")],
+                  timeout=15)
+    # 3. the control plane started with this node (recorded pids only), etcd last: the API
+    #    server removes its `kubernetes` endpoint from etcd as it shuts down
+    control = {name: info["pid"] for name, info in pids.items() if name not in NODE_COMPONENTS and name != "lock"
+               and pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]}
+    kill_and_wait([pid for name, pid in control.items() if name != "etcd"], timeout=15)
+    kill_and_wait([pid for name, pid in control.items() if name == "etcd"], timeout=15)
+    # 4. mounts, cgroups, containers left in the persistent root
+    prefixes = [RUN_DIR, record.get("kubelet_root"), CONTAINERD_ROOT]
+    problems += [f"mount {m}" for m in unmount_under(prefixes)]
+    problems += [f"cgroup {c}" for c in remove_cgroups(cgroup_dirs())]
+    try:
+        purge_containers()
+    except NodeError as exc:
+        problems.append(str(exc))
+    problems += [f"mount {m}" for m in unmount_under(prefixes)]
+    # 5. network: iptables rules (kube-proxy's own cleanup first), nftables, bridge and veths
+    kube_proxy = record.get("kube_proxy_bin")
+    if kube_proxy and os.access(kube_proxy, os.X_OK):
+        subprocess.run([kube_proxy, "--cleanup", "--proxy-mode=iptables"], capture_output=True, timeout=60)
+    for tool in ("iptables", "ip6tables"):
+        left = remove_chains(tool)
+        problems += [f"{tool} -t {t} chain {c}" for t, chains in left.items() for c in chains]
+    problems += [f"nft table {t}" for t in remove_nft_tables(record.get("nft_tables"))]
+    remove_bridge()
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:
+        problems.append(f"bridge {BRIDGE}")
+    # 6. kernel settings, host files, our state
+    for name, value in (record.get("sysctls") or {}).items():
+        if value is not None and read_sysctl(name) != value:
+            write_sysctl(name, value)
+    _remove_host_leftovers(record)
+    for name in os.listdir(RUN_DIR):  # containerd's state, sockets, runc's root; not the locks
+        path = os.path.join(RUN_DIR, name)
+        if path in (LOCK_FILE, CLEANUP_LOCK, RECORD):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.remove(path)
+    node_dir = record.get("node_dir")
+    if node_dir and not mounts_under([node_dir]):
+        shutil.rmtree(node_dir, ignore_errors=True)
+    left = node_processes(record, keep)
+    holders = [p for p in left if _holds_lock_file(p)]
+    problems += [f"process {p} ({' '.join(pid_cmdline(p))[:80]})" for p in left if p not in holders]
+    # 7. last: forget the node and release the machine lock
+    if os.path.exists(RECORD):
+        os.remove(RECORD)
+    kill_and_wait(holders, timeout=5)
+    return problems
+
+
+# ---------------------------------------------------------------- the node
+
+
+class RealNode:
+    """The real node of one Cluster. prepare() before the control plane starts (lock,
+    clean-up of leftovers, bridge); start() once the API server is up; stop() undoes all.
+
+    Node processes are started with the Cluster's _spawn and awaited with its _wait, so
+    they are logged, recorded and supervised like the control plane's.
+    """
+
+    def __init__(self, state_dir, bin_dir, owner_pid=None, lock_timeout=600.0):
+        self.state_dir = os.path.abspath(state_dir)
+        self.bin_dir = bin_dir
+        self.node_dir = os.path.join(self.state_dir, "node")
+        self.kubelet_root = os.path.join(self.node_dir, "kubelet")
+        self.pod_logs_dir = os.path.join(self.node_dir, POD_LOGS_DIRNAME)
+        self.cni_conf_dir = os.path.join(self.node_dir, "cni")
+        self.owner_pid = owner_pid
+        self.lock_timeout = lock_timeout
+        self.record = None
+        self.images = {}  # ref -> key of the images imported into the node's containerd
+
+    @property
+    def name(self):
+        return NODE_NAME
+
+    def _path(self, *parts):
+        return os.path.join(self.node_dir, *parts)
+
+    def _save(self):
+        write_json(RECORD, self.record)
+
+    def add_pid(self, name, info):
+        if self.record is not None:
+            self.record["pids"][name] = info
+            self._save()
+
+    # -- before the control plane
+    def prepare(self):
+        lock = acquire_machine_lock(self.owner_pid, self.lock_timeout)
+        try:
+            stale = read_record() or {}
+            stale.get("pids", {}).pop("lock", None)  # the lock is ours now
+            problems = teardown(stale, keep=(lock["pid"],))  # a crashed run's leftovers, and anything found by name
+            if problems:
+                raise NodeError("could not remove what an earlier real node left: " + "; ".join(problems))
+        except BaseException:
+            kill_and_wait([lock["pid"]], timeout=5)
+            raise
+        self.record = {
+            "state_dir": self.state_dir, "node_dir": self.node_dir, "owner_pid": self.owner_pid,
+            "kubelet_root": self.kubelet_root, "kube_proxy_bin": os.path.join(self.bin_dir, "kube-proxy"),
+            "pids": {"lock": lock},
+            "sysctls": {name: read_sysctl(name) for name in SYSCTLS},
+            "host_dirs_existed": {path: os.path.isdir(path) for path in HOST_DIRS},
+            "nft_tables": nft_tables(),
+            "started": time.time(),
+        }
+        self._save()
+        try:
+            shutil.rmtree(self.node_dir, ignore_errors=True)
+            os.makedirs(self.node_dir)
+            self._make_bridge()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _make_bridge(self):
+        run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        run(["ip", "addr", "add", f"{NODE_IP}/16", "dev", BRIDGE])
+        run(["ip", "link", "set", BRIDGE, "up"])
+        # Pods may talk to each other and to this machine, never beyond it.
+        run(["iptables", "-w", "-N", EGRESS_CHAIN])
+        run(["iptables", "-w", "-A", EGRESS_CHAIN, "-i", BRIDGE, "!", "-o", BRIDGE, "-j", "DROP"])
+        run(["iptables", "-w", "-I", "FORWARD", "1", "-j", EGRESS_CHAIN])
+
+    # -- after the control plane
+    def start(self, cluster, deadline):
+        """Start containerd, import images, then kubelet, kube-proxy and CoreDNS."""
+        pki = cluster.pki
+        self._start_containerd(cluster, deadline)
+        self.images = self._import_images()
+        self._start_kubelet(cluster, pki, deadline)
+        self._start_kube_proxy(cluster, pki, deadline)
+        self._start_coredns(cluster, pki, deadline)
+
+    def _write(self, name, text):
+        path = self._path(name)
+        with open(path, "w") as fh:
+            fh.write(text if isinstance(text, str) else json.dumps(text, indent=1))
+        return path
+
+    def _kubeconfig(self, cluster, name, cert, key):
+        return cluster.write_kubeconfig(self._path(f"{name}.kubeconfig"), cert, key)
+
+    def _start_containerd(self, cluster, deadline):
+        os.makedirs(self.cni_conf_dir)
+        with open(os.path.join(self.cni_conf_dir, f"10-{CNI_NETWORK}.conflist"), "w") as fh:
+            json.dump(cni_conflist(self._path("cni-ipam")), fh, indent=1)
+        os.makedirs(CONTAINERD_ROOT, exist_ok=True)
+        config = self._write("containerd.toml", containerd_config(
+            CONTAINERD_ROOT, CONTAINERD_STATE, CONTAINERD_SOCKET, self.cni_conf_dir, RUNC_ROOT, images.PAUSE_REF))
+        env = dict(os.environ, HTTP_PROXY=PULL_PROXY, HTTPS_PROXY=PULL_PROXY, http_proxy=PULL_PROXY,
+                   https_proxy=PULL_PROXY, NO_PROXY="", no_proxy="")
+        cluster._spawn("containerd", [shutil.which("containerd"), "--config", config], env=env)
+        cluster._wait(deadline, "containerd", lambda: self.ctr("version", check=False).returncode == 0)
+
+    def ctr(self, *args, check=True, timeout=300):
+        return run(["ctr", "--address", CONTAINERD_SOCKET, "-n", CRI_NAMESPACE, *args], check=check, timeout=timeout)
+
+    def imported_keys(self):
+        """{ref: key label} of the images in the node's containerd."""
+        keys = {}
+        lines = self.ctr("images", "ls").stdout.splitlines()[1:]
+        for line in lines:
+            words = line.split()
+            labels = dict(kv.split("=", 1) for kv in words[-1].split(",") if "=" in kv)
+            keys[words[0]] = labels.get(IMAGE_KEY_LABEL)
+        return keys
+
+    def _import_images(self):
+        """Import every image `make images` built whose key the node does not have yet."""
+        wanted = images.built_images()
+        if images.PAUSE_REF not in wanted:
+            raise NodeError(f"the sandbox image {images.PAUSE_REF} is not built; run `make images`")
+        have = self.imported_keys()
+        for ref, key in wanted.items():
+            if have.get(ref) == key:
+                continue
+            t0 = time.monotonic()
+            self._import(ref)
+            self.ctr("images", "label", ref, f"{IMAGE_KEY_LABEL}={key}")
+            log(f"imported {ref} in {time.monotonic() - t0:.0f}s")
+        return wanted
+
+    def _import(self, ref):
+        with tempfile.TemporaryFile() as errors:
+            push = subprocess.Popen(images.export_command(ref), stdout=subprocess.PIPE, stderr=errors)
+            try:
+                result = run(["ctr", "--address", CONTAINERD_SOCKET, "-n", CRI_NAMESPACE, "images", "import", "-"],
+                             check=False, timeout=900, stdin=push.stdout)
+            finally:
+                push.stdout.close()
+                push.wait()
+            errors.seek(0)
+            if push.returncode != 0:
+                raise NodeError(f"cannot export {ref} from buildah's storage (run `make images`): "
+                                f"{errors.read().decode(errors='replace').strip()[-1500:]}")
+        if result.returncode != 0:
+            raise NodeError(f"importing {ref} into containerd failed: {result.stderr.strip()[-1500:]}")
+
+    def _start_kubelet(self, cluster, pki, deadline):
+        kubeconfig = self._kubeconfig(cluster, "kubelet", pki["kubelet-client.crt"], pki["kubelet-client.key"])
+        os.makedirs(self.pod_logs_dir)
+        config = self._write("kubelet.yaml", kubelet_config(pki, free_port(), self.pod_logs_dir))
+        cluster._spawn("kubelet", [os.path.join(self.bin_dir, "kubelet"), f"--config={config}",
+                                   f"--kubeconfig={kubeconfig}", f"--root-dir={self.kubelet_root}",
+                                   f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
+                                   "--node-labels=paddlecloud.io/real-node=true", "--v=1"])
+        cluster._wait(deadline, f"node {NODE_NAME} Ready", lambda: cluster.node_ready(NODE_NAME))
+
+    def _start_kube_proxy(self, cluster, pki, deadline):
+        kubeconfig = self._kubeconfig(cluster, "kube-proxy", pki["kube-proxy.crt"], pki["kube-proxy.key"])
+        healthz = free_port()
+        config = self._write("kube-proxy.yaml", kube_proxy_config(kubeconfig, healthz, free_port()))
+        cluster._spawn("kube-proxy", [os.path.join(self.bin_dir, "kube-proxy"), f"--config={config}", "--v=1"])
+        cluster._wait(deadline, "kube-proxy healthz", lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"))
+
+    def _start_coredns(self, cluster, pki, deadline):
+        for obj in COREDNS_RBAC:
+            kind = "clusterroles" if obj["kind"] == "ClusterRole" else "clusterrolebindings"
+            cluster.create(f"/apis/rbac.authorization.k8s.io/v1/{kind}", obj)
+        kubeconfig = self._kubeconfig(cluster, "coredns", pki["coredns.crt"], pki["coredns.key"])
+        ready = free_port()
+        conf = self._write("Corefile", corefile(kubeconfig, free_port(), ready))
+        cluster._spawn("coredns", [os.path.join(self.bin_dir, "coredns"), "-conf", conf])
+        cluster._wait(deadline, "CoreDNS ready", lambda: _http_ok(f"http://127.0.0.1:{ready}/ready"))
+
+    # -- stop
+    def stop(self):
+        """Remove everything this node made; raise NodeError naming what stayed.
+        A node that never got the machine lock touches nothing (another cluster may own it)."""
+        if self.record is None:
+            return
+        problems = teardown(self.record)
+        self.record = None
+        if problems:
+            raise NodeError("real node left behind: " + "; ".join(problems))
+
+
+def _http_ok(url):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
