@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import json
 import os
@@ -28,7 +29,7 @@ from ..manifests import (CODE_KEY, JOB_KINDS, NO_OUTPUTS_NOTE, JobKind, Manifest
                          label_selector, outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
                            report, resource_quota_terms, running_jobs_cap)
-from ..spec import JobSpec
+from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, CodeTooLarge, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
@@ -236,12 +237,14 @@ class KubernetesBackend(JobBackend):
                 job = await self._call("create jobs", "create", self._job_path(), body=job_object, expect=(409,))
             except KubeApiError as exc:  # 409: the name is taken
                 raise JobExists(spec.name) from exc
-        except PaddleCloudError:
-            for path in created:
-                await self._delete(path)  # leave no half-created job behind
+            parts, created = created, [*created, self._job_path(spec.name)]
+            for path in parts:
+                await self._adopt(path, job)
+        except BaseException:  # an API error, a bug, or the caller gone: leave no half-made job behind
+            for path in reversed(created):
+                with contextlib.suppress(PaddleCloudError):  # best effort: the first error is the one to tell
+                    await self._delete(path)
             raise
-        for path in created:
-            await self._adopt(path, job)
         self.log.info("Submitted job %s/%s with %d workers (code %s)", self.namespace, spec.name, spec.workers,
                       code.digest)
         return job_from_objects(job, [], [], gpu_resource=self.gpu_resource)
@@ -287,9 +290,10 @@ class KubernetesBackend(JobBackend):
         await self._call("update objects of the job", "patch", path, body={"metadata": {"ownerReferences": [owner]}})
 
     async def _delete(self, path: str) -> None:
-        """Delete the object at `path`; one already gone is fine."""
+        """Delete the object at `path` (and what it owns); one already gone is fine."""
         try:
-            await self._call("delete objects of the job", "delete", path, expect=(404,))
+            await self._call("delete objects of the job", "delete", path, expect=(404,),
+                             propagationPolicy="Background")
         except KubeApiError:
             pass
 
@@ -323,6 +327,8 @@ class KubernetesBackend(JobBackend):
         return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource)
 
     async def get(self, name: str) -> Job:
+        if not is_job_name(name):  # e.g. '..' or 'a/b' from a URL must never become an API path
+            raise JobNotFound(name)
         job, pods, events = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)),
                                                  self._events(name))
         result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
