@@ -39,8 +39,16 @@ class JsonErrorsMixin:
                     "message": message or self._reason}
         else:
             body = {"error": "internal", "message": "The server hit an unexpected error; see its log."}
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(json.dumps(body))
+
+    def allowed_methods(self) -> list[str]:
+        """The methods this handler implements (for a 405's Allow header)."""
+        base = web.RequestHandler
+        return [method for method in self.SUPPORTED_METHODS
+                if getattr(type(self), method.lower(), None) is not getattr(base, method.lower(), None)]
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, PaddleCloudError):  # the request's fault, not the server's: one line

@@ -42,7 +42,7 @@ RESOURCE_FIELDS = ("gpus", "cpu", "memory", "pods")  # what pods hold; running_j
 INT_FIELDS = ("gpus", "pods", "running_jobs")
 QUANTITY_FIELDS = ("cpu", "memory")
 REVISION_KEY = "revision"
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}\Z")
 
 WORDS = {"gpus": "GPUs", "cpu": "CPU", "memory": "memory", "pods": "pods", "running_jobs": "running jobs"}
 
