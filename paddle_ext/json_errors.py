@@ -35,8 +35,9 @@ class JsonErrorsMixin:
             body = exc.to_dict()
         elif isinstance(exc, web.HTTPError):
             message = exc.log_message % exc.args if exc.log_message and exc.args else exc.log_message
+            message = (message or self._reason).rstrip(".")
             body = {"error": HTTP_ERROR_CODES.get(status_code, "http_error"),
-                    "message": message or self._reason}
+                    "message": message[:1].upper() + message[1:] + "."}  # a sentence, as ours are
         else:
             body = {"error": "internal", "message": "The server hit an unexpected error; see its log."}
         if status_code == 405:

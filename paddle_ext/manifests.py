@@ -12,8 +12,8 @@ import dataclasses
 from typing import Any, Callable
 
 from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME,
-                        GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MASTER_PORT,
-                        OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
+                        GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY,
+                        MANAGED_BY_LABEL, MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
 from .jobs import outputs_record
 from .launch import launch_argv
 from .spec import JobSpec

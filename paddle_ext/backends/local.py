@@ -219,8 +219,9 @@ class LocalBackend(JobBackend):
                     [self.python, "-m", "paddle_ext.backends.local_supervisor", job_dir, str(index), "--", *argv],
                     check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             except subprocess.CalledProcessError as exc:
-                detail = exc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {exc.returncode}"]
-                raise BackendUnavailable(f"Cannot start worker {index} of job {spec.name}: {detail[0]}") from exc
+                said = exc.stderr.decode(errors="replace").strip().splitlines()
+                detail = said[-1] if said else f"exit code {exc.returncode}"
+                raise BackendUnavailable(f"Cannot start worker {index} of job {spec.name}: {detail}.") from exc
             except OSError as exc:
                 raise BackendUnavailable(f"Cannot start worker {index} of job {spec.name}: {exc}.") from exc
         missing = await self._wait_started(job_dir, spec.workers, self.start_timeout_seconds)

@@ -138,8 +138,8 @@ class QuotaConfig:
 # ------------------------------------------------------------------ validation
 
 def _check_int(value: Any) -> tuple[int | None, str | None]:
-    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,100}\s*", value):
-        value = int(value)  # form input: "4", "-1"
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,100}", value.strip()):
+        value = int(value.strip())  # form input: "4", "-1"
     if not is_whole_number(value):
         return None, f"must be a whole number (got {value!r})"
     if value < 0:
