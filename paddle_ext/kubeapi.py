@@ -129,7 +129,7 @@ def _load_documents(paths: str) -> list[tuple[str, dict]]:
             raise KubeConfigError(f"The kubeconfig {path} is not a kubeconfig document.")
         documents.append((os.path.dirname(os.path.abspath(path)), data))
     if not documents:
-        raise KubeConfigError(f"no kubeconfig found at {paths}; set KUBECONFIG to yours.")
+        raise KubeConfigError(f"No kubeconfig found at {paths}; set KUBECONFIG to yours.")
     return documents
 
 
