@@ -58,6 +58,9 @@ WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
 WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"
 OUTPUTS_FOLDER = "paddlecloud-outputs"  # on the shared workspace: <mount>/paddlecloud-outputs/<job>
 DATASET_ENV_PREFIX = "PADDLECLOUD_DATASET_"
+# Credentials of the notebook server, which its jobs never get (jobs on Kubernetes run in
+# pods of their own without them; local jobs are started without them).
+SERVER_SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN")
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # a worker's index on Kubernetes (the Indexed Job's)
 # What paddle.distributed.launch reads from the environment in place of its command line
 # (paddle/distributed/launch/context/args_envs.py: env_args_mapping, and the rank from

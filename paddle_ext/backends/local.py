@@ -21,8 +21,8 @@ from typing import AsyncIterator
 
 from traitlets import Float, Unicode, default
 
-from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, dataset_env_name,
-                         paddlecloud_home)
+from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, SERVER_SECRET_ENV,
+                         dataset_env_name, paddlecloud_home)
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
 from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
 from ..launch import launch_argv
@@ -210,6 +210,7 @@ class LocalBackend(JobBackend):
         """A detached supervisor per worker. One that cannot be launched is a fault of this
         server (BackendUnavailable); one that never comes up fails the job, naming it."""
         master = f"127.0.0.1:{free_port()}"
+        environment = {key: value for key, value in os.environ.items() if key not in SERVER_SECRET_ENV}
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
                                log_dir=os.path.join(job_dir, f"launch-{index}"), host="127.0.0.1")
@@ -217,7 +218,8 @@ class LocalBackend(JobBackend):
                 await asyncio.to_thread(
                     subprocess.run,
                     [self.python, "-m", "paddle_ext.backends.local_supervisor", job_dir, str(index), "--", *argv],
-                    check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                    check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    env=environment)
             except subprocess.CalledProcessError as exc:
                 said = exc.stderr.decode(errors="replace").strip().splitlines()
                 detail = said[-1] if said else f"exit code {exc.returncode}"

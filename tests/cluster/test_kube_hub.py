@@ -20,7 +20,7 @@ import requests
 from cluster_helpers import wait_for
 from hubutil import HubError, LocalHub, free_port
 from paddle_ext import tenancy
-from podrunner import PodRunner
+from podrunner import PodRunner, resolve_env
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = f"t5{uuid.uuid4().hex[:4]}"
@@ -262,3 +262,19 @@ def test_the_idle_culler_runs_as_a_hub_service(hub):
     assert service.status_code == 200 and service.json()["command"][1:3] == ["-m", "jupyterhub_idle_culler"]
     hub_children = psutil.Process(hub.proc.pid).children(recursive=True)
     assert any("jupyterhub_idle_culler" in " ".join(p.cmdline()) for p in hub_children)
+
+
+def test_no_token_or_secret_appears_in_any_log(hub, core_v1):
+    """The hub (at debug level, with its quota service), and every notebook server it started."""
+    runner = hub.runner
+    pod_secrets = {value for pod in runner.pods.values() for key, value in resolve_env(pod, core_v1).items()
+                   if "TOKEN" in key or "SECRET" in key}
+    account_tokens = {path.read_text().strip() for path in Path(runner.work_dir).glob("sa/*/token")}
+    assert pod_secrets and account_tokens, "found no notebook pod to take secrets from"
+    secrets = {hub.admin_token, *pod_secrets, *account_tokens,
+               (hub.home / "jupyterhub_cookie_secret").read_text().strip()}
+    logs = [hub.log_path, *Path(runner.work_dir).glob("*.log")]
+    assert len(logs) >= 3  # the hub's and the notebook servers'
+    for path in logs:
+        text = path.read_text(errors="replace")
+        assert not [s for s in secrets if s and len(s) >= 16 and s in text], f"a secret appears in {path}"
