@@ -16,6 +16,7 @@ JOB_LABEL = f"{LABEL_PREFIX}/job"
 USER_LABEL = f"{LABEL_PREFIX}/user"
 KIND_LABEL = f"{LABEL_PREFIX}/kind"
 CANCELLED_ANNOTATION = f"{LABEL_PREFIX}/cancelled"
+FAILED_ANNOTATION = f"{LABEL_PREFIX}/failed"  # why a job that could never start was stopped
 SPEC_ANNOTATION = f"{LABEL_PREFIX}/spec"
 CODE_ANNOTATION = f"{LABEL_PREFIX}/code"  # what the job ran (workspace.CodeSnapshot.record)
 OUTPUTS_ANNOTATION = f"{LABEL_PREFIX}/outputs"  # where its outputs are kept (jobs.outputs_record)

@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Callable
 
 from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME,
-                        GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY,
+                        FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY,
                         MANAGED_BY_LABEL, MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
 from .jobs import outputs_record
 from .launch import launch_argv
@@ -353,8 +353,14 @@ class JobKind:
 
     def suspend_patch(self, cancelled_at: str) -> dict:
         """A merge patch that marks the job cancelled and stops it from making pods."""
-        suspend = {"runPolicy": {"suspend": True}} if self.name == "paddlejob" else {"suspend": True}
-        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": suspend}
+        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": self._suspend()}
+
+    def fail_patch(self, message: str) -> dict:
+        """A merge patch that marks the job failed (with why) and stops it from making pods."""
+        return {"metadata": {"annotations": {FAILED_ANNOTATION: message}}, "spec": self._suspend()}
+
+    def _suspend(self) -> dict:
+        return {"runPolicy": {"suspend": True}} if self.name == "paddlejob" else {"suspend": True}
 
 
 JOB_KINDS = {

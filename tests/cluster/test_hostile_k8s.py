@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import uuid
@@ -23,10 +24,13 @@ from hypothesis import strategies as st
 import specgen
 from cluster_helpers import wait_for
 from paddle_ext import tenancy
-from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION, USER_LABEL
+from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.constants import FAILED_ANNOTATION, NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION, USER_LABEL
+from paddle_ext.errors import QuotaExceeded
 from paddle_ext.manifests import ManifestSettings, job_objects, literal
 from paddle_ext.quantity import parse_quantity
 from paddle_ext.quota.model import Effective, Limits, QuotaInputError, parse_patch
+from paddle_ext.spec import JobSpec
 
 DATASETS = (
     {"name": "imagenet", "mount_path": "/datasets/imagenet",
@@ -222,3 +226,53 @@ def policy_in_force(user, ns) -> bool:
         return False
     except kubernetes.client.ApiException as exc:
         return "externalIPs are not allowed" in exc.body
+
+
+# ------------------------------------------------------------------ no half-made jobs on Kubernetes
+
+async def test_a_job_whose_pods_kubernetes_refuses_for_good_ends_failed_with_the_reason(cluster, core_v1, batch_v1,
+                                                                                      namespace):
+    """A LimitRange allows 1 CPU per container; the job asks 2. The Job controller would retry
+    creating its pods for ever (the job Pending, holding a running-jobs slot): it is stopped
+    and reported Failed with the API server's reason, by `get` and by `list` alike."""
+    core_v1.create_namespaced_limit_range(namespace, {"metadata": {"name": "small"}, "spec": {"limits": [
+        {"type": "Container", "max": {"cpu": "1"}}]}})
+    jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=namespace, images=[{"name": "paddle:3.3.1-cpu"}])
+    try:
+        await jobs.submit(JobSpec(name="too-wide", command=["python", "train.py"], workers=2, cpu="2"))
+        for _ in range(100):
+            listed = {job.name: job for job in await jobs.list()}
+            if listed["too-wide"].done:
+                break
+            await asyncio.sleep(0.3)
+        job = await jobs.get("too-wide")
+        assert (job.phase, job.reason) == ("Failed", "WorkerFailed"), job
+        assert job.message.startswith("Kubernetes refused to create the workers: pods ") and \
+            "maximum cpu usage per Container is 1" in job.message, job.message
+        assert listed["too-wide"].phase == "Failed"
+        assert await jobs.running_usage() == []  # the running-jobs cap does not count it
+        stopped = batch_v1.read_namespaced_job("too-wide", namespace)
+        assert stopped.spec.suspend and stopped.metadata.annotations[FAILED_ANNOTATION] == job.message
+        assert core_v1.list_namespaced_pod(namespace).items == []
+        assert (await jobs.cancel("too-wide")).phase == "Failed"  # ended: cancel leaves it as it is
+    finally:
+        await jobs.close()
+
+
+async def test_a_job_kubernetes_refuses_leaves_no_service_or_code_behind(cluster, core_v1, batch_v1, namespace):
+    """The Service and the code's ConfigMap are made before the Job; an API server refusing the
+    Job itself (here a quota on Jobs) must leave neither."""
+    core_v1.create_namespaced_resource_quota(namespace, {"metadata": {"name": "no-jobs"},
+                                                         "spec": {"hard": {"count/jobs.batch": "0"}}})
+    wait_for(lambda: core_v1.read_namespaced_resource_quota("no-jobs", namespace).status.hard, what="quota status")
+    jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=namespace, images=[{"name": "paddle:3.3.1-cpu"}])
+    try:
+        with pytest.raises(QuotaExceeded) as info:
+            await jobs.submit(JobSpec(name="refused", command=["python", "train.py"]))
+        assert info.value.status == 403 and "count/jobs.batch" in info.value.message
+        assert core_v1.list_namespaced_service(namespace).items == []
+        assert [c.metadata.name for c in core_v1.list_namespaced_config_map(namespace).items
+                if c.metadata.name != "kube-root-ca.crt"] == []
+        assert batch_v1.list_namespaced_job(namespace).items == []
+    finally:
+        await jobs.close()
