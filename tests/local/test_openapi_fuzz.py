@@ -208,6 +208,34 @@ def test_quota_api_conforms_and_never_fails_with_5xx(case, quota_hub):
     record("quota", case, response)
 
 
+BAD_NAMES = ["%00", "%2E%2E", "a%2Fb", "a" * 300, "%C3%BC", "a%0A", "%FF", "-a", "%E2%80%AE", "%25", "..%2F..",
+             "admin%00", "x y"]
+
+
+def test_hostile_user_and_group_names_are_400_never_5xx(quota_hub):
+    """Through the hub's proxy, and straight to the service. configurable-http-proxy (5.3.0,
+    the latest) answers 500 itself for a path that is not valid percent-encoding ('%FF': its
+    decodeURIComponent throws) before any service sees it; the service alone answers 400."""
+    headers = {"Authorization": f"token {quota_hub.admin_token}"}
+    direct = quota_hub.hub_api("GET", "/services/quota", quota_hub.admin_token).json()["url"]
+    quota_file = quota_hub.home / "quotas.json"
+    before = quota_file.read_text() if quota_file.exists() else ""
+    for base in (f"{quota_hub.url}/services/quota", direct.rstrip("/") + "/services/quota"):
+        for name in BAD_NAMES:
+            if name == "%FF" and base.startswith(quota_hub.url):
+                continue  # the proxy's 500, above
+            for kind in ("users", "groups"):
+                for method in ("GET", "PUT"):
+                    response = requests.request(method, f"{base}/api/quotas/{kind}/{name}", headers=headers,
+                                                json={"gpus": 1}, timeout=30)
+                    # 404: the proxy in front resolved '..' before the service saw it
+                    assert response.status_code in (400, 404), (method, base, kind, name, response.status_code,
+                                                                response.text[:200])
+                    assert response.json()["message"].endswith("."), response.text[:200]
+    after = quota_file.read_text() if quota_file.exists() else ""
+    assert after == before, "a refused name changed the stored quotas"
+
+
 @known_names_schema.parametrize()
 @settings_for_fuzzing
 def test_quota_api_on_known_users_and_groups_conforms(case, quota_hub):
