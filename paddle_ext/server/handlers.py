@@ -209,13 +209,13 @@ class UnknownPathHandler(PaddleHandler):
 
 _NAME = r"(?P<name>[^/]+)"
 HANDLERS = [
-    (rf"{API_PREFIX}/jobs/?", JobsHandler),
-    (rf"{API_PREFIX}/jobs/{_NAME}/logs", LogsHandler),
-    (rf"{API_PREFIX}/jobs/{_NAME}/code", CodeHandler),
-    (rf"{API_PREFIX}/jobs/{_NAME}/?", JobHandler),
-    (rf"{API_PREFIX}/options", OptionsHandler),
-    (rf"{API_PREFIX}/quota", QuotaHandler),
-    (rf"{API_PREFIX}/openapi.json", OpenAPIHandler),
+    (r"/paddle/api/jobs/?", JobsHandler),
+    (rf"/paddle/api/jobs/{_NAME}/logs", LogsHandler),
+    (rf"/paddle/api/jobs/{_NAME}/code", CodeHandler),
+    (rf"/paddle/api/jobs/{_NAME}/?", JobHandler),
+    (r"/paddle/api/options", OptionsHandler),
+    (r"/paddle/api/quota", QuotaHandler),
+    (r"/paddle/api/openapi.json", OpenAPIHandler),
 ]
 # Registered after HANDLERS (and after any route another part adds to it).
 FALLBACK = (rf"{API_PREFIX}/(.*)", UnknownPathHandler)
