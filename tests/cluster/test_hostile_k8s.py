@@ -80,16 +80,17 @@ def test_every_spec_jobspec_accepts_passes_a_server_side_dry_run_unchanged(restr
     FIGURES["specs"] = FIGURES.get("specs", 0) + 1
     container = made.spec.template.spec.containers[0]
     assert container.command[-len(spec.command):] == [literal(arg) for arg in spec.command]  # byte for byte
-    env = {var.name: var.value for var in container.env}
-    assert all(env[key] == literal(value) for key, value in spec.env.items())
+    env = {var.name: var.value or "" for var in container.env}  # the API leaves an empty value out
+    assert {key: env[key] for key in spec.env} == {key: literal(value) for key, value in spec.env.items()}
     for resource, asked in (("cpu", spec.cpu), ("memory", spec.memory)):
         assert parse_quantity(container.resources.requests[resource]) == parse_quantity(asked)
     assert made.spec.completions == spec.workers and made.spec.active_deadline_seconds == spec.max_runtime_seconds
     assert made.metadata.annotations[SPEC_ANNOTATION] == annotations[SPEC_ANNOTATION]
 
 
+whole_numbers = st.one_of(st.integers(min_value=0, max_value=2**53), specgen.counts)
 quota_values = st.fixed_dictionaries({}, optional={
-    "gpus": specgen.counts, "pods": specgen.counts, "running_jobs": specgen.counts,
+    "gpus": whole_numbers, "pods": whole_numbers, "running_jobs": whole_numbers,
     "cpu": st.one_of(specgen.quantity_text, st.floats(allow_nan=False, min_value=0, max_value=1e20)),
     "memory": specgen.quantity_text,
 })
@@ -120,7 +121,7 @@ def test_the_generated_ranges_really_reached_the_api_server():
     print(f"\ndry-run figures: {FIGURES}")
     if not FIGURES:
         pytest.skip("the property tests did not run in this session")
-    assert FIGURES.get("specs", 0) >= 100 and FIGURES.get("quotas", 0) >= 50 and FIGURES.get("quota refused", 0) >= 10
+    assert FIGURES.get("specs", 0) >= 100 and FIGURES.get("quotas", 0) >= 30 and FIGURES.get("quota refused", 0) >= 40
 
 
 # ------------------------------------------------------------------ Services stay inside the cluster
