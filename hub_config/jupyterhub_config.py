@@ -19,6 +19,7 @@ Hub-level environment:
     PADDLECLOUD_HUB_CONNECT_URL                 how notebooks reach the hub API
     PADDLECLOUD_ADMIN_USERS                     comma-separated admin names (admin)
     PADDLECLOUD_AUTHENTICATOR_CLASS             required: e.g. generic-oauth; dummy only for trials
+    PADDLECLOUD_ALLOWED_USERS / _ALLOWED_GROUPS required (or PADDLECLOUD_ALLOW_ALL=true): who may log in
     PADDLECLOUD_HUB_STATE_DIR                   sqlite db and cookie secret (/srv/jupyterhub)
     PADDLECLOUD_QUOTA_LISTEN_IP                 the quota service's listen address (in a pod: 0.0.0.0)
 """
@@ -26,15 +27,21 @@ Hub-level environment:
 import os
 import sys
 
+from jupyterhub.app import JupyterHub
+from traitlets import TraitError
+
 from paddle_ext import tenancy
 from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
                                   USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
-from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, notebook_datasets,
+from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
                                      notebook_environment, profile_list)
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
-settings = HubSettings.load()
+try:
+    settings = HubSettings.load()
+except (OSError, ValueError) as exc:  # one line, not a traceback: the admin has a setting to fix
+    raise SystemExit(f"PaddleCloud Hub: {exc}") from None
 env = os.environ.get
 
 # --- Hub, proxy, state --------------------------------------------------------------
@@ -59,7 +66,18 @@ if not env("PADDLECLOUD_AUTHENTICATOR_CLASS"):
                      "'dummy' accepts any password and is for trials only).")
 c.JupyterHub.authenticator_class = env("PADDLECLOUD_AUTHENTICATOR_CLASS")
 c.Authenticator.admin_users = {name.strip() for name in env("PADDLECLOUD_ADMIN_USERS", "admin").split(",") if name.strip()}
-c.Authenticator.allow_all = True
+# Who may log in is the admin's explicit choice too: with an OAuth provider, "anyone with an
+# account there" would mean anyone gets a GPU notebook (JupyterHub 5 no longer defaults to it).
+try:
+    authenticator = JupyterHub.authenticator_class.validate(None, c.JupyterHub.authenticator_class)
+except TraitError:
+    raise SystemExit(f"PaddleCloud Hub: PADDLECLOUD_AUTHENTICATOR_CLASS={env('PADDLECLOUD_AUTHENTICATOR_CLASS')!r} "
+                     "names no installed authenticator.") from None
+try:
+    for trait, value in login_access(settings, authenticator).items():
+        setattr(c.Authenticator, trait, value)
+except ValueError as exc:
+    raise SystemExit(str(exc)) from None
 
 # --- Spawner: per-user namespaces, profiles, storage --------------------------------
 c.JupyterHub.spawner_class = "paddle_ext.hub.spawner.PaddleCloudSpawner"

@@ -32,6 +32,9 @@ local.prepare(state)
 c.JupyterHub.authenticator_class = "paddle_ext.hub.local.DemoPasswordAuthenticator"
 c.DemoPasswordAuthenticator.password = local.demo_password(state)
 c.Authenticator.admin_users = {local.ADMIN_USER}
+# Who may log in: anyone who knows the demo password, under any well-formed name. That is
+# the embedded default's documented behaviour (a one-machine demo, one OS user), chosen
+# here explicitly; the Kubernetes hub instead requires PADDLECLOUD_ALLOWED_USERS/_GROUPS.
 c.Authenticator.allow_all = True
 c.Authenticator.username_pattern = local.USERNAME_PATTERN
 

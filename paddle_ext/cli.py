@@ -38,6 +38,17 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _count(text: str) -> int:
+    """A whole number of at least 0 (worker indexes, line counts)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got '{text}')") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative (got {number})")
+    return number
+
+
 def add_backend_options(parser: argparse.ArgumentParser, default) -> None:
     parser.add_argument("--backend", choices=["local", "kubernetes"], default=default,
                         help="where jobs run (default: $PADDLECLOUD_BACKEND, else kubernetes in a cluster, else local)")
@@ -100,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs = commands.add_parser("logs", parents=[common], help="print a job's logs")
     logs.add_argument("name")
     logs.add_argument("--follow", "-f", action="store_true", help="keep streaming until the job ends")
-    logs.add_argument("--worker", type=int, help="only this worker's log")
-    logs.add_argument("--tail", type=int, help="only the last N lines (per worker)")
+    logs.add_argument("--worker", type=_count, help="only this worker's log")
+    logs.add_argument("--tail", type=_count, help="only the last N lines (per worker)")
     logs.add_argument("--mine", action="store_true",
                       help="only your own output: leave out PaddlePaddle's launcher, glog and warning lines "
                            "and paddle_ext.report() records")
@@ -130,8 +141,10 @@ def _describe(job: Job) -> str:
         f"Created:  {job.created or '-'}",
         f"Finished: {job.finished or '-'}",
     ]
-    if job.reason or job.message:
-        lines.append(f"Reason:   {job.reason}: {job.message}")
+    if job.reason:
+        lines.append(f"Reason:   {job.reason}")
+    if job.message:
+        lines.append(f"Message:  {_one_line(job.message)}")
     for worker in job.worker_states:
         code = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
         extra = f" - {worker.reason}" if worker.reason else ""
@@ -142,9 +155,22 @@ def _describe(job: Job) -> str:
     return "\n".join(lines)
 
 
+MESSAGE_WIDTH = 72  # the list's last column; `status NAME` shows a message whole
+
+
+def _one_line(text: str, width: int | None = None) -> str:
+    """`text` on one line (newlines and tabs as spaces), shortened to `width` with '...'."""
+    text = " ".join(text.split())
+    if width is not None and len(text) > width:
+        return text[:width - 3].rstrip() + "..."
+    return text
+
+
 def _table(jobs: list[Job]) -> str:
-    rows = [("NAME", "PHASE", "WORKERS", "CREATED", "REASON")]
-    rows += [(j.name, j.phase, str(j.workers), j.created or "-", j.reason or "") for j in jobs]
+    """One job per line, in aligned columns; a reason and its message never run together."""
+    rows = [("NAME", "PHASE", "WORKERS", "CREATED", "REASON", "MESSAGE")]
+    rows += [(j.name, str(j.phase), str(j.workers), j.created or "-", str(j.reason) or "-",
+              _one_line(j.message, MESSAGE_WIDTH) or "-") for j in jobs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 

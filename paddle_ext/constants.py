@@ -16,6 +16,7 @@ JOB_LABEL = f"{LABEL_PREFIX}/job"
 USER_LABEL = f"{LABEL_PREFIX}/user"
 KIND_LABEL = f"{LABEL_PREFIX}/kind"
 CANCELLED_ANNOTATION = f"{LABEL_PREFIX}/cancelled"
+FAILED_ANNOTATION = f"{LABEL_PREFIX}/failed"  # why a job that could never start was stopped
 SPEC_ANNOTATION = f"{LABEL_PREFIX}/spec"
 CODE_ANNOTATION = f"{LABEL_PREFIX}/code"  # what the job ran (workspace.CodeSnapshot.record)
 OUTPUTS_ANNOTATION = f"{LABEL_PREFIX}/outputs"  # where its outputs are kept (jobs.outputs_record)
@@ -58,6 +59,21 @@ WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
 WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"
 OUTPUTS_FOLDER = "paddlecloud-outputs"  # on the shared workspace: <mount>/paddlecloud-outputs/<job>
 DATASET_ENV_PREFIX = "PADDLECLOUD_DATASET_"
+# Credentials of the notebook server, which its jobs never get (jobs on Kubernetes run in
+# pods of their own without them; local jobs are started without them).
+SERVER_SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN")
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"  # a worker's index on Kubernetes (the Indexed Job's)
+# What paddle.distributed.launch reads from the environment in place of its command line
+# (paddle/distributed/launch/context/args_envs.py: env_args_mapping, and the rank from
+# PADDLE_TRAINER_ID): set by a user, they would silently rewire a job's workers.
+LAUNCHER_ENV = (
+    "POD_IP", "PADDLE_MASTER", "PADDLE_DEVICES", "PADDLE_NNODES", "PADDLE_RUN_MODE", "PADDLE_LOG_LEVEL",
+    "PADDLE_LOG_OVERWRITE", "PADDLE_SORT_IP", "PADDLE_NPROC_PER_NODE", "PADDLE_JOB_ID", "PADDLE_RANK",
+    "PADDLE_LOG_DIR", "PADDLE_MAX_RESTART", "PADDLE_ELASTIC_LEVEL", "PADDLE_ELASTIC_TIMEOUT",
+    "PADDLE_SERVER_NUM", "PADDLE_TRAINER_NUM", "PADDLE_SERVERS_ENDPOINTS", "PADDLE_TRAINERS_ENDPOINTS",
+    "PADDLE_GLOO_PORT", "PADDLE_WITH_GLOO", "PADDLE_START_PORT", "PADDLE_IPS", "PADDLE_AUTO_PARALLEL_CONFIG",
+    "PADDLE_AUTO_CLUSTER", "PADDLE_TRAINER_ID",
+)
 # Test seam, the only one in product code: the cluster tier runs a notebook pod's
 # command as a host process and hands it the pod's service-account files here.
 SERVICE_ACCOUNT_DIR_ENV = "PADDLECLOUD_SERVICEACCOUNT_DIR"

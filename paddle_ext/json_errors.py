@@ -35,12 +35,21 @@ class JsonErrorsMixin:
             body = exc.to_dict()
         elif isinstance(exc, web.HTTPError):
             message = exc.log_message % exc.args if exc.log_message and exc.args else exc.log_message
+            message = (message or self._reason).rstrip(".")
             body = {"error": HTTP_ERROR_CODES.get(status_code, "http_error"),
-                    "message": message or self._reason}
+                    "message": message[:1].upper() + message[1:] + "."}  # a sentence, as ours are
         else:
             body = {"error": "internal", "message": "The server hit an unexpected error; see its log."}
+        if status_code == 405:
+            self.set_header("Allow", ", ".join(self.allowed_methods()))
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(json.dumps(body))
+
+    def allowed_methods(self) -> list[str]:
+        """The methods this handler implements (for a 405's Allow header)."""
+        base = web.RequestHandler
+        return [method for method in self.SUPPORTED_METHODS
+                if getattr(type(self), method.lower(), None) is not getattr(base, method.lower(), None)]
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, PaddleCloudError):  # the request's fault, not the server's: one line

@@ -129,7 +129,7 @@ def _load_documents(paths: str) -> list[tuple[str, dict]]:
             raise KubeConfigError(f"The kubeconfig {path} is not a kubeconfig document.")
         documents.append((os.path.dirname(os.path.abspath(path)), data))
     if not documents:
-        raise KubeConfigError(f"No kubeconfig found at {paths}; set KUBECONFIG or pass --kubeconfig.")
+        raise KubeConfigError(f"No kubeconfig found at {paths}; set KUBECONFIG to yours.")
     return documents
 
 
@@ -263,6 +263,7 @@ class KubeApi:
     def __init__(self, credentials: Credentials):
         self.credentials = credentials
         self._session = None
+        self._session_lock = asyncio.Lock()  # concurrent first requests share one session
         self._exec: ExecResult | None = None
 
     @classmethod
@@ -286,10 +287,13 @@ class KubeApi:
         import aiohttp
 
         if self._session is None or self._session.closed:
-            exec_result = await self._exec_credential()
-            context = await asyncio.to_thread(ssl_context, self.credentials, exec_result.cert if exec_result else None)
-            connector = aiohttp.TCPConnector(ssl=context, limit=64)
-            self._session = aiohttp.ClientSession(connector=connector)
+            async with self._session_lock:  # else each waiter made a session of its own, left unclosed
+                if self._session is None or self._session.closed:
+                    exec_result = await self._exec_credential()
+                    context = await asyncio.to_thread(ssl_context, self.credentials,
+                                                      exec_result.cert if exec_result else None)
+                    connector = aiohttp.TCPConnector(ssl=context, limit=64)
+                    self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, CONTAINER_NAME, GPU_RESOURCE, JOB_LABEL,
-                        JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MASTER_PORT,
-                        OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
+from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME,
+                        FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY,
+                        MANAGED_BY_LABEL, MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
 from .jobs import outputs_record
 from .launch import launch_argv
 from .spec import JobSpec
@@ -29,6 +29,7 @@ PREPARE_SCRIPT = ("import os, sys, tarfile\n"
                   "archive, folder, outputs = sys.argv[1:4]\n"
                   "if archive:\n    tarfile.open(archive).extractall(folder)\n"
                   "os.makedirs(outputs, exist_ok=True)\n")
+INDEX_REFERENCE = f"$({COMPLETION_INDEX_ENV})"  # expanded by Kubernetes in the worker's command
 NO_OUTPUTS_NOTE = ("This cluster keeps no job outputs: it has no shared workspace, so what workers write "
                    "is gone with their pods. Write results to a dataset volume or ask an admin for a workspace.")
 
@@ -55,6 +56,19 @@ class ManifestSettings:
     code_configmap: str = ""  # the ConfigMap that carries the code; empty: the job runs from the workspace
     workspace: dict | None = None  # a shared (ReadWriteMany) volume source, mounted as in notebooks
     workspace_mount: str = ""
+
+
+def literal(text: str) -> str:
+    """`text` as Kubernetes will pass it on: it expands `$(VAR)` in commands, args and env
+    values, and `$$` stands for `$`. User text runs as written, as it does locally."""
+    return text.replace("$", "$$")
+
+
+def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: str | None = None) -> list[str]:
+    """The launcher's command line with the user's command kept literal."""
+    argv = launch_argv(spec, master, rank, log_dir=LAUNCH_LOG_DIR, host=host)
+    own = len(argv) - len(spec.command)
+    return argv[:own] + [literal(arg) for arg in argv[own:]]
 
 
 def labels(spec: JobSpec, settings: ManifestSettings) -> dict[str, str]:
@@ -180,7 +194,8 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
     init = {
         "name": "prepare",
         "image": spec.image or settings.image,
-        "command": ["python", "-c", PREPARE_SCRIPT, archive, settings.workdir, outputs(spec, settings)["path"]],
+        "command": ["python", "-c", literal(PREPARE_SCRIPT), literal(archive), literal(settings.workdir),
+                    literal(outputs(spec, settings)["path"])],
         "resources": resources(spec, settings),  # as the worker's: the pod's request stays the worker's
         "securityContext": container_security_context(),
         "volumeMounts": init_mounts,
@@ -190,12 +205,12 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
 
 def _env(spec: JobSpec, settings: ManifestSettings, with_index: bool) -> list[dict]:
     env = [{"name": JOB_NAME_ENV, "value": spec.name}, {"name": "PYTHONUNBUFFERED", "value": "1"},
-           {"name": OUTPUT_DIR_ENV, "value": outputs(spec, settings)["path"]}]
+           {"name": OUTPUT_DIR_ENV, "value": literal(outputs(spec, settings)["path"])}]
     if with_index:
         # Declared explicitly so "$(JOB_COMPLETION_INDEX)" expands in the command.
-        env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+        env.append({"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{COMPLETION_INDEX_LABEL}']"}}})
-    env += [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    env += [{"name": key, "value": literal(value)} for key, value in sorted(spec.env.items())]
     return env
 
 
@@ -264,8 +279,7 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | N
     # Worker i advertises its own DNS name; worker 0's equals the master's host, which is
     # what makes Paddle's launcher start the master there (it compares the two strings).
     master = f"{spec.name}-0.{spec.name}:{settings.master_port}"
-    command = launch_argv(spec, master, "$(JOB_COMPLETION_INDEX)", log_dir=LAUNCH_LOG_DIR,
-                          host=f"{spec.name}-$(JOB_COMPLETION_INDEX).{spec.name}")
+    command = worker_command(spec, master, INDEX_REFERENCE, host=f"{spec.name}-{INDEX_REFERENCE}.{spec.name}")
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": spec.workers,
@@ -293,7 +307,7 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | N
 
 def paddle_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> dict:
     """Kubeflow training-operator v1.9 PaddleJob: the operator sets PADDLE_MASTER and rank."""
-    command = launch_argv(spec, None, None, log_dir=LAUNCH_LOG_DIR)
+    command = worker_command(spec, None, None)
     run_policy: dict[str, Any] = {"backoffLimit": 0, "cleanPodPolicy": "Running"}
     if spec.max_runtime_seconds:
         run_policy["activeDeadlineSeconds"] = spec.max_runtime_seconds
@@ -339,8 +353,14 @@ class JobKind:
 
     def suspend_patch(self, cancelled_at: str) -> dict:
         """A merge patch that marks the job cancelled and stops it from making pods."""
-        suspend = {"runPolicy": {"suspend": True}} if self.name == "paddlejob" else {"suspend": True}
-        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": suspend}
+        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": self._suspend()}
+
+    def fail_patch(self, message: str) -> dict:
+        """A merge patch that marks the job failed (with why) and stops it from making pods."""
+        return {"metadata": {"annotations": {FAILED_ANNOTATION: message}}, "spec": self._suspend()}
+
+    def _suspend(self) -> dict:
+        return {"runPolicy": {"suspend": True}} if self.name == "paddlejob" else {"suspend": True}
 
 
 JOB_KINDS = {

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
+# Kubernetes' grammar, without a sign.
 QUANTITY_PATTERN = re.compile(
-    r"^(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$"
+    r"(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?"
 )
+# Exponents beyond this are out of any range (the API server itself stalls on
+# "1e9999999999" instead of refusing it).
+MAX_EXPONENT_DIGITS = 3
 _SUFFIX_FACTORS = {
     None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
     "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
@@ -16,21 +20,45 @@ _SUFFIX_FACTORS = {
     "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60),
 }
 _BINARY_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+# What the API server keeps unchanged: it rounds finer amounts up to a thousandth
+# ("1u" becomes "1m"), and counts thousandths in a signed 64-bit number.
+SMALLEST_QUANTITY = Decimal("0.001")
+LARGEST_QUANTITY = Decimal(2**63 - 1) * SMALLEST_QUANTITY
+LARGEST_COUNT = int(LARGEST_QUANTITY)  # the most of anything counted in whole numbers (GPUs, pods)
 
 
 def parse_quantity(text: str) -> Decimal:
-    """Parse a Kubernetes quantity into a Decimal; ValueError if it is not one."""
-    match = QUANTITY_PATTERN.match(str(text).strip())
+    """Parse a Kubernetes quantity into an exact Decimal; ValueError if it is not one."""
+    match = QUANTITY_PATTERN.fullmatch(str(text).strip())
     if not match:
         raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)")
+    digits = match["number"]
     try:
-        number = Decimal(match["number"])
+        number = Decimal(digits)
     except InvalidOperation as exc:
         raise ValueError(f"'{text}' is not a Kubernetes quantity") from exc
     suffix = match["suffix"]
-    if suffix and suffix[0] in "eE":
-        return number * Decimal(10) ** int(suffix[1:])
-    return number * _SUFFIX_FACTORS[suffix]
+    with localcontext() as exact:
+        exact.prec = len(digits) + 40  # room for every digit times the largest factor: no rounding
+        if suffix in _SUFFIX_FACTORS:
+            return number * _SUFFIX_FACTORS[suffix]
+        exponent = suffix[1:].lstrip("+-")
+        if len(exponent.lstrip("0")) > MAX_EXPONENT_DIGITS:
+            raise ValueError(f"'{text}' is out of the range of Kubernetes quantities")
+        return number.scaleb(int(suffix[1:]))
+
+
+def check_quantity(text: str) -> Decimal:
+    """A quantity to hand to Kubernetes, exactly as written: its amount, or ValueError with
+    one sentence when the API server would refuse it or keep a different amount."""
+    if not isinstance(text, str) or text != text.strip():
+        raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)")
+    amount = parse_quantity(text)
+    if amount > LARGEST_QUANTITY:
+        raise ValueError(f"'{text}' is more than Kubernetes can count (at most {LARGEST_COUNT})")
+    if amount % SMALLEST_QUANTITY:
+        raise ValueError(f"'{text}' is finer than Kubernetes keeps (the smallest step is a thousandth, 1m)")
+    return amount
 
 
 def format_quantity(amount: Decimal, binary: bool = False) -> str:

@@ -3,20 +3,40 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import secrets
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .constants import COMPLETION_INDEX_ENV, JOB_NAME_ENV, LAUNCHER_ENV, OUTPUT_DIR_ENV
 from .errors import SpecError
-from .quantity import parse_quantity
+from .quantity import LARGEST_COUNT, check_quantity, parse_quantity  # noqa: F401 (parse_quantity: re-exported)
 
 # Job names become Kubernetes object names, pod hostnames (<job>-<i>) and a Service
 # name, so they follow RFC 1035 labels and leave room for the worker suffix.
-NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 MAX_NAME_LENGTH = 50
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DATASET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+DATASET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+# Environment variables every worker gets from us or that rewire Paddle's launcher.
+RESERVED_ENV = frozenset((JOB_NAME_ENV, OUTPUT_DIR_ENV, COMPLETION_INDEX_ENV, *LAUNCHER_ENV))
+# An image reference as container runtimes parse it (the distribution/reference grammar);
+# Kubernetes accepts any string, and a node would leave a pod it cannot parse waiting forever.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = (r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*"
+           r"[a-zA-Z0-9]))*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?")
+IMAGE_PATTERN = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+MAX_IMAGE_NAME_LENGTH = 255
+# Kubernetes' limit on the workers of an Indexed Job.
+MAX_WORKERS = 100_000
+# A deadline longer than this is no deadline; leave max_runtime_seconds out instead.
+MAX_RUNTIME_SECONDS = 366 * 24 * 3600
+# The command and environment travel in the job's annotations (256 KiB in all, on
+# Kubernetes) and in one exec (128 KiB per argument on Linux).
+MAX_COMMAND_AND_ENV_BYTES = 64 * 1024
 # The defaults, read by the Python API, the CLI, the REST API, the launcher's form and the
 # quota model alike. One worker: distributed training is a deliberate choice, and a job
 # takes no more of a shared quota than it asks for.
@@ -45,6 +65,11 @@ def generate_name(command: tuple[str, ...] = ()) -> str:
     return f"{stem}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
 
 
+def is_job_name(value: Any) -> bool:
+    """A name a job could have (anything else, e.g. from a URL, names no job)."""
+    return isinstance(value, str) and len(value) <= MAX_NAME_LENGTH and bool(NAME_PATTERN.match(value))
+
+
 def is_whole_number(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -64,6 +89,17 @@ def _check_name(value: Any) -> str | None:
     return None
 
 
+def text_problem(value: str) -> str | None:
+    """What an operating system or Kubernetes would refuse in a string handed to a process."""
+    if "\0" in value:
+        return "must not contain NUL characters (\\0)"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode text (it contains a lone surrogate)"
+    return None
+
+
 def _check_command(value: Any) -> str | None:
     if not isinstance(value, (list, tuple)) or not value:
         return "must be a non-empty list of arguments, e.g. [\"python\", \"train.py\"]"
@@ -71,14 +107,22 @@ def _check_command(value: Any) -> str | None:
         return "every argument must be a string"
     if not value[0].strip():
         return "the program (first argument) must not be empty"
+    if value[0].startswith("-"):
+        return f"the program (first argument) must not start with '-' (got '{value[0]}')"
+    for index, arg in enumerate(value):
+        problem = text_problem(arg)
+        if problem:
+            return f"argument {index} {problem}"
     return None
 
 
-def _check_count(value: Any, minimum: int) -> str | None:
+def _check_count(value: Any, minimum: int, maximum: int = LARGEST_COUNT) -> str | None:
     if not is_whole_number(value):
         return f"must be a whole number (got {value!r})"
     if value < minimum:
         return f"must be at least {minimum} (got {value})"
+    if value > maximum:
+        return f"must be at most {maximum} (got {value})"
     return None
 
 
@@ -86,7 +130,7 @@ def _check_quantity(value: Any) -> str | None:
     if not isinstance(value, str):
         return f"must be a string quantity such as \"2\" or \"500m\" (got {value!r})"
     try:
-        amount = parse_quantity(value)
+        amount = check_quantity(value)
     except ValueError as exc:
         return str(exc)
     if amount <= 0:
@@ -97,8 +141,16 @@ def _check_quantity(value: Any) -> str | None:
 def _check_image(value: Any) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value):
-        return f"must be an image reference without spaces (got {value!r})"
+    match = IMAGE_PATTERN.fullmatch(value) if isinstance(value, str) else None
+    if not match:
+        return (f"must be an image reference such as registry.example.com/team/paddle:3.3.1-gpu "
+                f"(got {value!r})")
+    first, slash, _ = match["name"].partition("/")
+    if slash and not ("." in first or ":" in first or first == "localhost") and not re.fullmatch(_COMPONENT, first):
+        # Runtimes read 'UPPER/x' as a repository on Docker Hub, whose names are lowercase.
+        return f"repository names must be lowercase (got {value!r})"
+    if len(match["name"]) > MAX_IMAGE_NAME_LENGTH:
+        return f"the image name must be at most {MAX_IMAGE_NAME_LENGTH} characters (got {len(match['name'])})"
     return None
 
 
@@ -118,22 +170,36 @@ def _check_env(value: Any) -> str | None:
         return "must be a mapping of variable names to string values"
     for key, item in value.items():
         if not isinstance(key, str) or not ENV_NAME_PATTERN.match(key):
-            return f"'{key}' is not a valid environment variable name"
+            return f"{key!r} is not a valid environment variable name"
+        if key in RESERVED_ENV:
+            return f"{key} is set by PaddleCloud or read by Paddle's launcher; choose another name"
         if not isinstance(item, str):
             return f"the value of {key} must be a string (got {item!r})"
+        problem = text_problem(item)
+        if problem:
+            return f"the value of {key} {problem}"
     return None
 
 
 def _check_runtime(value: Any) -> str | None:
     if value is None:
         return None
-    return _check_count(value, 1)
+    return _check_count(value, 1, MAX_RUNTIME_SECONDS)
+
+
+def _check_size(command: Any, env: Any) -> str | None:
+    """The command and environment together, as they are recorded with the job."""
+    size = len(json.dumps([list(command), dict(env)]))
+    if size > MAX_COMMAND_AND_ENV_BYTES:
+        return (f"the command and env take {size} bytes together; the most a job may carry is "
+                f"{MAX_COMMAND_AND_ENV_BYTES} (put long inputs in a file)")
+    return None
 
 
 _CHECKS = {
     "name": _check_name,
     "command": _check_command,
-    "workers": lambda v: _check_count(v, 1),
+    "workers": lambda v: _check_count(v, 1, MAX_WORKERS),
     "gpus_per_worker": lambda v: _check_count(v, 0),
     "cpu": _check_quantity,
     "memory": _check_quantity,
@@ -169,6 +235,10 @@ class JobSpec:
             problem = _CHECKS[field](getattr(self, field))
             if problem:
                 problems[field] = problem
+        if "command" not in problems and "env" not in problems:
+            problem = _check_size(self.command, self.env)
+            if problem:
+                problems["command"] = problem
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "command", tuple(self.command))

@@ -7,7 +7,8 @@ read their pods, logs, services and events in its own namespace only.
 
 from __future__ import annotations
 
-from .constants import GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_ROLE, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME
+from .constants import (GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_ROLE, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME,
+                        USER_LABEL)
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
 NOTEBOOK_RULES = (
@@ -24,6 +25,14 @@ NOTEBOOK_RULES = (
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": ["get", "list", "watch"]},
 )
+
+
+# A user's Services stay inside the cluster: jobs need headless Services, never a NodePort
+# or a LoadBalancer (either exposes pods outside it). In every user's ResourceQuota, always.
+NO_EXPOSURE_HARD = {"services.nodeports": "0", "services.loadbalancers": "0"}
+# What a ResourceQuota cannot count (a Service's externalIPs make every node's proxy answer
+# for them), a cluster-wide admission policy refuses, in every namespace of a hub user.
+EXPOSURE_POLICY_NAME = "paddlecloud-services-stay-inside"
 
 
 def pod_security_labels(level: str = "restricted") -> dict[str, str]:
@@ -64,10 +73,37 @@ def resource_quota(ns: str, hard: dict[str, str], annotations: dict[str, str] | 
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": metadata, "spec": {"hard": dict(hard)}}
 
 
-def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE) -> dict | None:
-    """The user's ResourceQuota for their effective limits; None when nothing is limited."""
-    hard = resource_quota_hard(effective.limits, gpu_resource)
-    annotations = quota_annotations(effective)
-    if not hard and not annotations:
-        return None
-    return resource_quota(ns, hard, annotations)
+def service_exposure_policy() -> list[dict]:
+    """A ValidatingAdmissionPolicy and its binding: in user namespaces (labelled with the user),
+    no Service of type NodePort or LoadBalancer, and none with externalIPs."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": EXPOSURE_POLICY_NAME, "labels": dict(MANAGED_BY)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                    "operations": ["CREATE", "UPDATE"], "resources": ["services"]}]},
+            "validations": [
+                {"expression": "!has(object.spec.type) || object.spec.type in ['ClusterIP', 'ExternalName']",
+                 "message": "Services in PaddleCloud user namespaces stay inside the cluster: "
+                            "type NodePort and LoadBalancer are not allowed.", "reason": "Forbidden"},
+                {"expression": "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+                 "message": "Services in PaddleCloud user namespaces stay inside the cluster: "
+                            "externalIPs are not allowed.", "reason": "Forbidden"},
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": EXPOSURE_POLICY_NAME, "labels": dict(MANAGED_BY)},
+        "spec": {"policyName": EXPOSURE_POLICY_NAME, "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchExpressions": [
+                     {"key": USER_LABEL, "operator": "Exists"}]}}},
+    }
+    return [policy, binding]
+
+
+def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE) -> dict:
+    """The user's ResourceQuota: their effective limits, and no Service that leaves the cluster."""
+    hard = {**resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
+    return resource_quota(ns, hard, quota_annotations(effective))

@@ -33,13 +33,15 @@ class JupyterServer:
         self.log_path = home / f"server-{self.port}.log"
 
     def start(self, timeout: float = 60) -> "JupyterServer":
+        # The token travels in the environment: on the command line every local user could
+        # read it (ps), and jupyter_server logs its command-line config at debug level.
         env = {**os.environ, "PADDLECLOUD_HOME": str(self.home), "PADDLECLOUD_BACKEND": "local",
-               "JUPYTER_RUNTIME_DIR": str(self.home / "runtime"), **self.extra_env}
+               "JUPYTER_RUNTIME_DIR": str(self.home / "runtime"), "JUPYTER_TOKEN": self.token, **self.extra_env}
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root",
              f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
-             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
+             f"--ServerApp.root_dir={self.root}",
              *self.extra_args],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import json
 import os
@@ -19,16 +20,16 @@ from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION,
-                         QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, MASTER_PORT,
+                         OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
-from ..jobs import Job
+from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path, split_lines
 from ..manifests import (CODE_KEY, JOB_KINDS, NO_OUTPUTS_NOTE, JobKind, ManifestSettings, code_configmap,
                          label_selector, outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
                            report, resource_quota_terms, running_jobs_cap)
-from ..spec import JobSpec
+from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, CodeTooLarge, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
@@ -237,12 +238,14 @@ class KubernetesBackend(JobBackend):
                 job = await self._call("create jobs", "create", self._job_path(), body=job_object, expect=(409,))
             except KubeApiError as exc:  # 409: the name is taken
                 raise JobExists(spec.name) from exc
-        except PaddleCloudError:
-            for path in created:
-                await self._delete(path)  # leave no half-created job behind
+            parts, created = created, [*created, self._job_path(spec.name)]
+            for path in parts:
+                await self._adopt(path, job)
+        except BaseException:  # an API error, a bug, or the caller gone: leave no half-made job behind
+            for path in reversed(created):
+                with contextlib.suppress(PaddleCloudError):  # best effort: the first error is the one to tell
+                    await self._delete(path)
             raise
-        for path in created:
-            await self._adopt(path, job)
         self.log.info("Submitted job %s/%s with %d workers (code %s)", self.namespace, spec.name, spec.workers,
                       code.digest)
         return job_from_objects(job, [], [], gpu_resource=self.gpu_resource)
@@ -288,9 +291,10 @@ class KubernetesBackend(JobBackend):
         await self._call("update objects of the job", "patch", path, body={"metadata": {"ownerReferences": [owner]}})
 
     async def _delete(self, path: str) -> None:
-        """Delete the object at `path`; one already gone is fine."""
+        """Delete the object at `path` (and what it owns); one already gone is fine."""
         try:
-            await self._call("delete objects of the job", "delete", path, expect=(404,))
+            await self._call("delete objects of the job", "delete", path, expect=(404,),
+                             propagationPolicy="Background")
         except KubeApiError:
             pass
 
@@ -324,10 +328,12 @@ class KubernetesBackend(JobBackend):
         return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource)
 
     async def get(self, name: str) -> Job:
+        if not is_job_name(name):  # e.g. '..' or 'a/b' from a URL must never become an API path
+            raise JobNotFound(name)
         job, pods, events = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)),
                                                  self._events())
         events = related_events(name, pods, events)
-        result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
+        result = await self._settle(job, pods, events)
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()
             if free is not None:
@@ -341,9 +347,30 @@ class KubernetesBackend(JobBackend):
         by_job: dict[str, list[dict]] = {}
         for pod in pods:
             by_job.setdefault((pod["metadata"].get("labels") or {}).get(JOB_LABEL, ""), []).append(pod)
-        result = [job_from_objects(job, by_job.get(job["metadata"]["name"], []), [], gpu_resource=self.gpu_resource)
-                  for job in jobs.get("items", [])]
+        items = jobs.get("items", [])
+        refusals: dict[str, list[dict]] = {}
+        if any(not by_job.get(job["metadata"]["name"]) and not _finished(job) for job in items):
+            for event in await self._failed_creations():  # one request, only when a job has no pods
+                refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
+        result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
+                                     refusals.get(job["metadata"]["name"], [])) for job in items]
         return sorted(result, key=lambda job: job.created or "", reverse=True)
+
+    async def _failed_creations(self) -> list[dict]:
+        try:
+            data = await self._call("list events", "get", self._path("events"), fieldSelector="reason=FailedCreate")
+        except Forbidden:
+            return []
+        return data.get("items", [])
+
+    async def _settle(self, job: dict, pods: list[dict], events: list[dict]) -> Job:
+        """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
+        an admission policy) would be retried for ever: it is stopped here, and says why."""
+        result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
+        if result.phase == Phase.FAILED and not _finished(job) and FAILED_ANNOTATION not in _annotations(job):
+            await self._stop(result.name, self.kind.fail_patch(result.message))
+            self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
+        return result
 
     # ------------------------------------------------------------ cancel
 
@@ -351,13 +378,17 @@ class KubernetesBackend(JobBackend):
         job = await self.get(name)
         if job.done:
             return job
-        await self._call("cancel jobs", "patch", self._job_path(name), body=self.kind.suspend_patch(now_iso()))
+        await self._stop(name, self.kind.suspend_patch(now_iso()))
+        self.log.info("Cancelled job %s/%s", self.namespace, name)
+        return await self.get(name)
+
+    async def _stop(self, name: str, patch: dict) -> None:
+        """Suspend the job with `patch` (which says why), delete its pods and its Service."""
+        await self._call("cancel jobs", "patch", self._job_path(name), body=patch)
         await self._call("delete pods", "delete", self._path("pods"), labelSelector=label_selector(name),
                          gracePeriodSeconds=5, propagationPolicy="Background")
         if self.kind.with_service:
             await self._delete(self._path("services", name))
-        self.log.info("Cancelled job %s/%s", self.namespace, name)
-        return await self.get(name)
 
     # ------------------------------------------------------------ logs
 
@@ -468,6 +499,16 @@ class KubernetesBackend(JobBackend):
     async def quota(self) -> QuotaReport:
         effective, in_use = await self.quota_in_namespace()
         return report(self.user, effective, await self.list(), now(), in_use)
+
+
+def _annotations(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def _finished(job: dict) -> bool:
+    """The Job (or PaddleJob) itself has ended, as Kubernetes sees it."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
 
 
 def _container_started(pod: dict) -> bool:

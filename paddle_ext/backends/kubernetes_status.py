@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 
-from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, GPU_RESOURCE,
-                         KUBEFLOW_INDEX_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, FAILED_ANNOTATION,
+                         GPU_RESOURCE, KUBEFLOW_INDEX_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quota.model import parse_quota_rejection
 from .kubernetes_progress import IMAGE_PULL_REASONS, unschedulable, worker_progress
+
+# Refusals that pass: a full quota frees up; a new namespace's service account appears.
+TRANSIENT_REFUSALS = ("exceeded quota", "error looking up service account")
 
 
 def _conditions(obj: dict) -> dict[str, dict]:
@@ -122,6 +125,17 @@ def quota_refusal(events: list[dict], gpu_resource: str) -> str | None:
     return None
 
 
+def creation_refused(events: list[dict]) -> str | None:
+    """The API server's reason for refusing the job's pods, when it refused them for good
+    (a LimitRange, Pod Security, an admission policy; not a full quota, which frees up)."""
+    for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True):
+        message = event.get("message") or ""
+        if event.get("reason") == "FailedCreate" and ("forbidden" in message or "is invalid" in message) \
+                and not any(passing in message for passing in TRANSIENT_REFUSALS):
+            return message.strip().removeprefix("Error creating: ")
+    return None
+
+
 def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_free_gpus: int | None,
                    gpu_resource: str) -> tuple[str, str] | None:
     """Why a job is not running yet, if Kubernetes says why."""
@@ -159,9 +173,13 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     states = tuple(worker_state(i, workers.get(i), cancelled) for i in range(count))
     conditions = _conditions(job)
     finished = None
+    refused = creation_refused(events) if not pods else None
     if cancelled:
         phase, reason, message = Phase.CANCELLED, Reason.CANCELLED, "The job was cancelled."
         finished = annotations[CANCELLED_ANNOTATION]
+    elif FAILED_ANNOTATION in annotations:  # stopped by us: its workers could never be created
+        phase, reason, message = Phase.FAILED, Reason.WORKER_FAILED, annotations[FAILED_ANNOTATION]
+        finished = (job.get("status") or {}).get("completionTime")
     elif "Complete" in conditions or "Succeeded" in conditions:
         phase, reason = Phase.SUCCEEDED, Reason.COMPLETED
         message = f"All {count} workers finished successfully."
@@ -173,6 +191,9 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
         finished = conditions["Failed"].get("lastTransitionTime")
     elif (job.get("spec") or {}).get("suspend"):
         phase, reason, message = Phase.PENDING, Reason.QUEUED, "The job is queued, waiting for cluster capacity."
+    elif refused:
+        phase, reason = Phase.FAILED, Reason.WORKER_FAILED
+        message = f"Kubernetes refused to create the workers: {refused.rstrip('.')}."
     else:
         why = pending_reason(job, workers, events, max_free_gpus, gpu_resource)
         if why:
@@ -183,10 +204,10 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     suspended = bool((job.get("spec") or {}).get("suspend")) and not cancelled
-    refused = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
+    quota_message = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
     progress = tuple(
         worker_progress(i, workers.get(i), states[i], events, image=container_image(job), suspended=suspended,
-                        quota_message=refused, gpus=requested_gpus(job, gpu_resource), max_free_gpus=max_free_gpus)
+                        quota_message=quota_message, gpus=requested_gpus(job, gpu_resource), max_free_gpus=max_free_gpus)
         for i in range(count))
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,

@@ -21,15 +21,15 @@ from typing import AsyncIterator
 
 from traitlets import Float, Unicode, default
 
-from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, dataset_env_name,
-                         paddlecloud_home)
+from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, SERVER_SECRET_ENV,
+                         dataset_env_name, paddlecloud_home)
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
 from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
 from ..launch import launch_argv
 from ..progress import local_progress
 from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
-from ..spec import NAME_PATTERN, JobSpec
+from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
@@ -49,22 +49,26 @@ def worker_state(index: int, exit_info: dict | None, alive: bool, started: bool,
     still alive is Running, even once its exit code is written: it is still stopping."""
     if alive:
         return WorkerState(index, Phase.RUNNING)
+    failed = job_marks.get("failed")
     if exit_info is not None:
         code = exit_info["exit_code"]
         if code == 0:
             return WorkerState(index, Phase.SUCCEEDED, 0)
         if job_marks.get("cancelled"):
             return WorkerState(index, Phase.CANCELLED, code, "cancelled")
-        failed = job_marks.get("failed")
         if failed and failed["worker"] != index:
             return WorkerState(index, Phase.CANCELLED, code, f"stopped because worker {failed['worker']} failed")
         return WorkerState(index, Phase.FAILED, code, f"exited with code {code}")
+    if failed and failed["worker"] == index and failed.get("exit_code") is None:
+        return WorkerState(index, Phase.FAILED, None, "did not start")
     if not started:
-        if job_marks.get("cancelled") or job_marks.get("failed"):
+        if job_marks.get("cancelled") or failed:
             return WorkerState(index, Phase.CANCELLED, None, "never started")
         return WorkerState(index, Phase.PENDING)
     if job_marks.get("cancelled"):
         return WorkerState(index, Phase.CANCELLED, None, "cancelled")
+    if failed:  # came up as the job failed, and stayed out
+        return WorkerState(index, Phase.CANCELLED, None, f"stopped because worker {failed['worker']} failed")
     return WorkerState(index, Phase.FAILED, None, "stopped unexpectedly without an exit code")
 
 
@@ -78,7 +82,7 @@ def job_phase(workers: list[WorkerState], marks: dict, max_runtime: int | None) 
             f"The job ran longer than its limit of {max_runtime} seconds and was stopped.")
     failed = marks.get("failed")
     if failed:
-        message = f"Worker {failed['worker']} exited with code {failed['exit_code']}."
+        message = failed.get("message") or f"Worker {failed['worker']} exited with code {failed['exit_code']}."
         if any(w.phase == Phase.CANCELLED for w in workers):
             message += " The other workers were stopped."
         return (Phase.RUNNING if active else Phase.FAILED), Reason.WORKER_FAILED, message
@@ -103,6 +107,8 @@ class LocalBackend(JobBackend):
     python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
     stop_grace_seconds = Float(5.0, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
     poll_interval = Float(0.2, help="Seconds between checks for new log lines when following.").tag(config=True)
+    start_timeout_seconds = Float(30.0, help="Seconds each worker's supervisor gets to come up; a worker that "
+                                  "does not fails the job, naming it.").tag(config=True)
     quota_file = Unicode(help="Quota settings (written by the hub's quota service). Default: "
                               "$PADDLECLOUD_QUOTA_FILE, else quotas.json in the state folder.").tag(config=True)
     user = Unicode(help="Whose quota applies. Default: $JUPYTERHUB_USER, else the OS user.").tag(config=True)
@@ -130,7 +136,7 @@ class LocalBackend(JobBackend):
         return os.path.join(self.home, "jobs")
 
     def _job_dir(self, name: str) -> str:
-        if not NAME_PATTERN.match(name or ""):
+        if not is_job_name(name):
             raise JobNotFound(name)
         return os.path.join(self.jobs_dir, name)
 
@@ -165,19 +171,22 @@ class LocalBackend(JobBackend):
             # The job runs in the folder itself; the snapshot records what was there.
             code = await asyncio.to_thread(record_in_place, workdir, self.code_max_bytes)
             outputs = os.path.join(workdir, OUTPUTS_FOLDER, spec.name)
+            deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
+            staging = None
             try:
                 staging = tempfile.mkdtemp(dir=self.jobs_dir, prefix=".new-")
                 if code.archive is not None:
                     with open(os.path.join(staging, ARCHIVE_NAME), "wb") as f:
                         f.write(code.archive)
+                files.write_json(files.job_file(staging), {
+                    "spec": spec.to_dict(), "created": now_iso(), "workdir": workdir,
+                    "env": self._job_env(spec, outputs), "deadline": deadline, "code": code.record(),
+                    "outputs": outputs_record(outputs, kept=True),
+                })
             except OSError as exc:
+                if staging:
+                    shutil.rmtree(staging, ignore_errors=True)
                 raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
-            deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
-            files.write_json(files.job_file(staging), {
-                "spec": spec.to_dict(), "created": now_iso(), "workdir": workdir,
-                "env": self._job_env(spec, outputs), "deadline": deadline, "code": code.record(),
-                "outputs": outputs_record(outputs, kept=True),
-            })
             try:
                 os.rename(staging, job_dir)  # atomic; fails if the name is taken
             except OSError as exc:
@@ -190,17 +199,51 @@ class LocalBackend(JobBackend):
         except OSError as exc:
             shutil.rmtree(job_dir, ignore_errors=True)
             raise InvalidRequest(f"Cannot create the job's output folder {outputs}: {exc.strerror}.") from exc
+        try:
+            await self._start_workers(spec, job_dir)
+        except BaseException:  # a server fault, or the caller gone: leave no half-made job behind
+            await self._abandon(job_dir)
+            raise
+        self.log.info("Started local job %s with %d workers", spec.name, spec.workers)
+        return await self.get(spec.name)
+
+    async def _start_workers(self, spec: JobSpec, job_dir: str) -> None:
+        """A detached supervisor per worker. One that cannot be launched is a fault of this
+        server (BackendUnavailable); one that never comes up fails the job, naming it."""
         master = f"127.0.0.1:{free_port()}"
+        environment = {key: value for key, value in os.environ.items() if key not in SERVER_SECRET_ENV}
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
                                log_dir=os.path.join(job_dir, f"launch-{index}"), host="127.0.0.1")
-            subprocess.run(
-                [self.python, "-m", "paddle_ext.backends.local_supervisor", job_dir, str(index), "--", *argv],
-                check=True, stdin=subprocess.DEVNULL,
-            )
-        await self._wait_started(job_dir, spec.workers)
-        self.log.info("Started local job %s with %d workers", spec.name, spec.workers)
-        return await self.get(spec.name)
+            try:
+                await asyncio.to_thread(
+                    subprocess.run,
+                    [self.python, "-m", "paddle_ext.backends.local_supervisor", job_dir, str(index), "--", *argv],
+                    check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    env=environment)
+            except subprocess.CalledProcessError as exc:
+                said = exc.stderr.decode(errors="replace").strip().splitlines()
+                detail = said[-1] if said else f"exit code {exc.returncode}"
+                raise BackendUnavailable(f"Cannot start worker {index} of job {spec.name}: {detail}.") from exc
+            except OSError as exc:
+                raise BackendUnavailable(f"Cannot start worker {index} of job {spec.name}: {exc}.") from exc
+        missing = await self._wait_started(job_dir, spec.workers, self.start_timeout_seconds)
+        if missing:
+            index = missing[0]
+            files.mark_failed(job_dir, index, None,
+                              f"Worker {index} did not start within {self.start_timeout_seconds:g} seconds.")
+            await self._stop_workers(job_dir)
+            self.log.warning("Local job %s: worker %d did not start", spec.name, index)
+
+    async def _stop_workers(self, job_dir: str) -> None:
+        pgids = list(files.worker_pids(job_dir).values())
+        await asyncio.gather(*(asyncio.to_thread(stop_group, pgid, self.stop_grace_seconds) for pgid in pgids))
+
+    async def _abandon(self, job_dir: str) -> None:
+        """Undo a submit that failed half-way: stop what started, remove the job."""
+        files.mark_cancelled(job_dir)  # a supervisor still coming up sees it and stays out
+        await self._stop_workers(job_dir)
+        shutil.rmtree(job_dir, ignore_errors=True)
 
     @contextlib.asynccontextmanager
     async def _submit_guard(self):
@@ -216,9 +259,13 @@ class LocalBackend(JobBackend):
             finally:
                 os.close(fd)
 
-    async def _wait_started(self, job_dir: str, workers: int, timeout: float = 10.0) -> None:
+    async def _wait_started(self, job_dir: str, workers: int, timeout: float) -> list[int]:
+        """Wait until every worker's supervisor has recorded its pid; the ones that did not."""
         deadline = time.monotonic() + timeout
-        while len(files.worker_pids(job_dir)) < workers and time.monotonic() < deadline:
+        while True:
+            missing = [i for i in range(workers) if i not in files.worker_pids(job_dir)]
+            if not missing or time.monotonic() >= deadline:
+                return missing
             await asyncio.sleep(0.05)
 
     async def preflight(self, spec: JobSpec) -> None:
@@ -287,10 +334,7 @@ class LocalBackend(JobBackend):
         job_dir = self._job_dir(name)
         files.mark_cancelled(job_dir)
         await self._wait_started(job_dir, job.workers, timeout=2.0)
-        pgids = list(files.worker_pids(job_dir).values())
-        await asyncio.gather(*(
-            asyncio.to_thread(stop_group, pgid, self.stop_grace_seconds) for pgid in pgids
-        ))
+        await self._stop_workers(job_dir)
         self.log.info("Cancelled local job %s", name)
         return self._read(name)
 

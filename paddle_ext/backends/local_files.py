@@ -5,7 +5,8 @@
         worker-<i>.json   the supervisor's pid (= process group id)
         worker-<i>.log    everything worker i printed
         worker-<i>.exit   {"exit_code": N, "finished": ISO time}
-        failed            the first worker that failed, and its exit code
+        failed            the first worker that failed, and its exit code (none if it never
+                          started; then a message says why)
         cancelled         when the job was cancelled
         deadline          when the job hit max_runtime_seconds
         code.tar.gz       the code the job ran (when the folder was small enough to keep)
@@ -94,9 +95,13 @@ def write_exit(job_dir: str, index: int, code: int) -> None:
     write_json(exit_file(job_dir, index), {"exit_code": code, "finished": now_iso()})
 
 
-def mark_failed(job_dir: str, index: int, code: int) -> bool:
-    """Record the job's first failure; False if another worker failed first."""
-    return create_json_once(failed_file(job_dir), {"worker": index, "exit_code": code, "at": now_iso()})
+def mark_failed(job_dir: str, index: int, code: int | None, message: str = "") -> bool:
+    """Record the job's first failure; False if another worker failed first. A worker that
+    could not start has no exit code; `message` says what went wrong."""
+    record = {"worker": index, "exit_code": code, "at": now_iso()}
+    if message:
+        record["message"] = message
+    return create_json_once(failed_file(job_dir), record)
 
 
 def mark_deadline(job_dir: str) -> bool:

@@ -59,8 +59,14 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
     # SIGTERM so it can still record how the worker ended.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     meta = files.read_json(files.job_file(job_dir))
-    env = {**os.environ, **meta.get("env", {})}
+    if meta is None:
+        return 127  # the job was abandoned before this worker came up: nothing to run
     files.write_json(files.worker_file(job_dir, index), {"pid": os.getpid(), "pgid": os.getpgid(0)})
+    # Cancelled, or failed for want of another worker, while this one was coming up: stay
+    # out (the pid is written first, so a canceller either sees it or we see its mark).
+    if files.exists(files.cancel_file(job_dir)) or files.exists(files.failed_file(job_dir)):
+        return 0
+    env = {**os.environ, **meta.get("env", {})}
     with open(files.log_path(job_dir, index), "ab", buffering=0) as log:
         try:
             child = subprocess.Popen(
@@ -68,10 +74,10 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
                 stdout=log, stderr=subprocess.STDOUT,
                 preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
             )
-        except OSError as exc:
-            log.write(f"paddlecloud: could not start worker {index}: {exc}\n".encode())
+        except Exception as exc:  # noqa: BLE001 (OSError, or what exec refuses: the job must still end)
+            log.write(f"paddlecloud: could not start worker {index}: {exc}\n".encode(errors="replace"))
             files.write_exit(job_dir, index, 127)
-            files.mark_failed(job_dir, index, 127)
+            files.mark_failed(job_dir, index, 127, f"Worker {index} could not start: {exc}.")
             stop_other_workers(job_dir, index)
             return 127
         timeout = None

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
+import yaml
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from jupyterhub.utils import url_path_join
 from tornado import web
@@ -54,7 +55,7 @@ from traitlets.config import Application
 
 from ..constants import (GPU_RESOURCE, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
                          USER_NAMESPACE_TEMPLATE, paddlecloud_home)
-from ..errors import BackendUnavailable, Forbidden, PaddleCloudError
+from ..errors import BackendUnavailable, Forbidden, NotFound, PaddleCloudError
 from ..json_errors import JsonErrorsMixin
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
 from ..quota.model import FIELDS, JobUsage, QuotaConfig, QuotaInputError, check_name, parse_patch, resolve
@@ -67,6 +68,13 @@ from .usage import KubernetesUsage, LocalUsage
 ADMIN_SCOPE = "custom:paddlecloud-quota:admin"
 STATIC = Path(__file__).resolve().parent / "static"
 KINDS = {"users": "user", "groups": "group"}
+OPENAPI_DOCUMENT = Path(__file__).with_name("quota_openapi.yaml")
+
+
+@functools.cache
+def openapi_document() -> dict:
+    """This service's OpenAPI document (paddle_ext/hub/quota_openapi.yaml)."""
+    return yaml.safe_load(OPENAPI_DOCUMENT.read_text(encoding="utf-8"))
 
 
 class UnknownName(QuotaInputError):
@@ -187,8 +195,10 @@ class QuotaHandler(JsonErrorsMixin, HubOAuthenticated, web.RequestHandler):
         return ADMIN_SCOPE in set(self.caller().get("scopes") or ())
 
     def body(self) -> Any:
+        if not self.request.body:
+            raise QuotaInputError({"body": "is empty; send a JSON object such as {\"gpus\": 2}"})
         try:
-            return json.loads(self.request.body or b"{}")
+            return json.loads(self.request.body)
         except ValueError as exc:
             raise QuotaInputError({"body": "is not valid JSON"}) from exc
 
@@ -255,6 +265,25 @@ class AdminJobHandler(QuotaHandler):
         self.write_json(cancelled, status=202)
 
     post = delete
+
+
+class OpenAPIHandler(QuotaHandler):
+    """This API's OpenAPI document, with `servers` pointing at where it runs."""
+
+    async def get(self):
+        self.caller()
+        servers = [{"url": url_path_join(self.service.prefix, "api")}]
+        self.write_json({**openapi_document(), "servers": servers})
+
+
+class UnknownPathHandler(QuotaHandler):
+    """Anything else under api/: a JSON 404 (for callers allowed to use the service)."""
+
+    async def get(self, path: str):
+        self.caller()
+        raise NotFound(f"There is no api/{path} in the quota service; see api/openapi.json.")
+
+    post = put = patch = delete = get
 
 
 class CallbackHandler(HubOAuthCallbackHandler):
@@ -518,6 +547,8 @@ class QuotaService(Application):
             (url_path_join(prefix, "api/quotas/groups/([^/]+)"), GroupQuotaHandler),
             (url_path_join(prefix, "api/overview"), OverviewHandler),
             (url_path_join(prefix, "api/jobs/([^/]+)/([^/]+)"), AdminJobHandler),
+            (url_path_join(prefix, "api/openapi.json"), OpenAPIHandler),
+            (url_path_join(prefix, "api/(.*)"), UnknownPathHandler),  # keep last
         ], hub_auth=hub_auth, quota_service=self, cookie_secret=os.urandom(32), login_url=hub_auth.login_url)
 
     async def serve(self) -> None:

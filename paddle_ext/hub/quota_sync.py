@@ -92,7 +92,8 @@ class QuotaSync:
 
     async def sync_user(self, username: str, groups: Iterable[str], namespace: str | None = None,
                         config: QuotaConfig | None = None, missing_ok: bool = False) -> dict | None:
-        """Write the user's ResourceQuota; returns it (None: nothing limited, none written)."""
+        """Write the user's ResourceQuota (there is always one: it bars NodePort and LoadBalancer
+        Services); returns it, or None when the namespace does not exist yet and `missing_ok`."""
         config = config if config is not None else await self.config()
         namespace = namespace or namespace_for(username, self.namespace_template)
         quota = user_resource_quota(namespace, resolve(config, username, groups), self.gpu_resource)

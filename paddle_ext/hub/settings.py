@@ -53,6 +53,12 @@ class HubSettings:
     limit_range_memory: str = "2Gi"
     cull_idle_seconds: int = 3600
     hub_connect_url: str | None = None
+    # Who may log in, an explicit choice (the hub will not start without one): these users,
+    # members of these groups (authenticators that know groups, e.g. OAuthenticator, LDAP),
+    # or, with allow_all, everyone the authenticator accepts. Admins may always log in.
+    allowed_users: tuple[str, ...] = ()
+    allowed_groups: tuple[str, ...] = ()
+    allow_all: bool = False
 
     @classmethod
     def load(cls, values_file: str | None = None, environ: dict | None = None) -> HubSettings:
@@ -80,14 +86,17 @@ class HubSettings:
 
 HOME_MOUNT = "/home/jovyan"
 HOME_CLAIM_TEMPLATE = "home-{username}"
-_BOOL_FIELDS = ("jobs_share_home",)
-_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets")
+_BOOL_FIELDS = ("jobs_share_home", "allow_all")
+_NAME_LIST_FIELDS = ("allowed_users", "allowed_groups")  # comma-separated in the environment
+_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets", *_NAME_LIST_FIELDS)
 _JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
 _OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
 
 
 def _parse_env_value(name: str, text: str):
+    if name in _NAME_LIST_FIELDS:
+        return tuple(item.strip() for item in text.split(",") if item.strip())
     if name in _JSON_FIELDS:
         try:
             return json.loads(text)
@@ -100,6 +109,33 @@ def _parse_env_value(name: str, text: str):
             raise ValueError(f"PADDLECLOUD_{name.upper()} must be true or false (got '{text}')")
         return text.lower() in ("true", "1", "yes")
     return text or None if name in _OPTIONAL_FIELDS else text
+
+
+NO_LOGIN_CHOICE = ("PaddleCloud Hub: choose who may log in: set PADDLECLOUD_ALLOWED_USERS and/or "
+                   "PADDLECLOUD_ALLOWED_GROUPS (comma-separated names), or PADDLECLOUD_ALLOW_ALL=true for everyone "
+                   "the authenticator accepts (values file: allowed_users, allowed_groups, allow_all).")
+
+
+def login_access(settings: HubSettings, authenticator: type) -> dict[str, Any]:
+    """The Authenticator traits for who may log in, from the admin's explicit choice; ValueError
+    (one sentence) when there is none, or when it cannot work with `authenticator`."""
+    if settings.allow_all:
+        if settings.allowed_users or settings.allowed_groups:
+            raise ValueError("PaddleCloud Hub: PADDLECLOUD_ALLOW_ALL=true lets everyone in; it cannot be combined "
+                             "with PADDLECLOUD_ALLOWED_USERS or PADDLECLOUD_ALLOWED_GROUPS.")
+        return {"allow_all": True}
+    if not settings.allowed_users and not settings.allowed_groups:
+        raise ValueError(NO_LOGIN_CHOICE)
+    if settings.allowed_groups and "allowed_groups" not in authenticator.class_traits():
+        raise ValueError(f"PaddleCloud Hub: {authenticator.__name__} does not know groups, so "
+                         "PADDLECLOUD_ALLOWED_GROUPS cannot work with it; use PADDLECLOUD_ALLOWED_USERS.")
+    # The lists are the whole truth: a user added in the admin panel is not thereby let in.
+    traits: dict[str, Any] = {"allow_all": False, "allow_existing_users": False}
+    if settings.allowed_users:
+        traits["allowed_users"] = set(settings.allowed_users)
+    if settings.allowed_groups:
+        traits["allowed_groups"] = set(settings.allowed_groups)
+    return traits
 
 
 def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str:

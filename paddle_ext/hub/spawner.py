@@ -7,7 +7,8 @@ Before each start, in the user's namespace (KubeSpawner `enable_user_namespaces`
 notebook's ServiceAccount, Role and RoleBinding, a LimitRange, the dataset claims
 (paddle_ext.tenancy, paddle_ext.hub.settings), the user's ResourceQuota from the quota
 settings (paddle_ext.hub.quota_sync); then a profile the quota cannot fit is refused at
-once with the quota message, instead of a pod that never starts.
+once with the quota message, instead of a pod that never starts. Once per hub process,
+the cluster-wide admission policy that keeps users' Services inside the cluster.
 
 Each of these steps, and the home volume, is reported as it happens through
 KubeSpawner's progress events (`progress()`), so the hub's spawn page shows them before
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from kubernetes_asyncio.client import RbacAuthorizationV1Api
+from kubernetes_asyncio.client import AdmissionregistrationV1Api, RbacAuthorizationV1Api
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from tornado import web
@@ -48,6 +49,10 @@ class PaddleCloudSpawner(KubeSpawner):
     """KubeSpawner that prepares the user's namespace and checks the quota first."""
 
     paddlecloud_settings = Instance(HubSettings, help="The site's settings (HubSettings.load()).").tag(config=True)
+    service_exposure_policy = Bool(True, help="""Make sure the ValidatingAdmissionPolicy that keeps users'
+        Services inside the cluster (no NodePort, LoadBalancer or externalIPs; paddle_ext.tenancy) exists,
+        once per hub process. Needs the hub to be allowed to create ValidatingAdmissionPolicies and their
+        bindings; turn it off only where the cluster's admins install that policy themselves.""").tag(config=True)
     sync_quota = Bool(True, help="""Write the user's ResourceQuota from the quota settings (the ConfigMap
         in the hub's namespace, or HubSettings.default_quota until an admin saves one) before each
         start.""").tag(config=True)
@@ -102,6 +107,17 @@ class PaddleCloudSpawner(KubeSpawner):
             if exc.status != 409:
                 raise
 
+    _policy_ensured = False  # class-wide: once per hub process
+
+    async def _ensure_service_policy(self) -> None:
+        if PaddleCloudSpawner._policy_ensured or not self.service_exposure_policy:
+            return
+        admission = AdmissionregistrationV1Api(self.api.api_client)
+        policy, binding = tenancy.service_exposure_policy()
+        await self._create_ignoring_conflict(admission.create_validating_admission_policy, policy)
+        await self._create_ignoring_conflict(admission.create_validating_admission_policy_binding, binding)
+        PaddleCloudSpawner._policy_ensured = True
+
     async def _ensure_namespace(self):
         try:
             await self._prepare_namespace()
@@ -110,6 +126,7 @@ class PaddleCloudSpawner(KubeSpawner):
 
     async def _prepare_namespace(self):
         await super()._ensure_namespace()
+        await self._ensure_service_policy()
         settings = self.paddlecloud_settings
         ns = self.namespace
         self._step(f"Namespace {ns} ready")

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..constants import GPU_RESOURCE, QUOTA_SOURCES_ANNOTATION, RUNNING_JOBS_ANNOTATION
 from ..errors import InvalidFields, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
-from ..quantity import format_quantity, parse_quantity
+from ..quantity import LARGEST_COUNT, check_quantity, format_quantity, parse_quantity
 from ..spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec, is_whole_number
 from ..timestamps import parse_time
 
@@ -42,7 +42,7 @@ RESOURCE_FIELDS = ("gpus", "cpu", "memory", "pods")  # what pods hold; running_j
 INT_FIELDS = ("gpus", "pods", "running_jobs")
 QUANTITY_FIELDS = ("cpu", "memory")
 REVISION_KEY = "revision"
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}\Z")
 
 WORDS = {"gpus": "GPUs", "cpu": "CPU", "memory": "memory", "pods": "pods", "running_jobs": "running jobs"}
 
@@ -138,12 +138,14 @@ class QuotaConfig:
 # ------------------------------------------------------------------ validation
 
 def _check_int(value: Any) -> tuple[int | None, str | None]:
-    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
-        value = int(value)  # form input: "4", "-1"
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,100}", value.strip()):
+        value = int(value.strip())  # form input: "4", "-1"
     if not is_whole_number(value):
         return None, f"must be a whole number (got {value!r})"
     if value < 0:
         return None, f"must not be negative (got {value})"
+    if value > LARGEST_COUNT:  # what a ResourceQuota can hold unchanged
+        return None, f"must be at most {LARGEST_COUNT} (got {value})"
     return value, None
 
 
@@ -156,7 +158,7 @@ def _check_quantity(value: Any) -> tuple[str | None, str | None]:
     if text.startswith("-"):
         return None, f"must not be negative (got '{text}')"
     try:
-        parse_quantity(text)
+        check_quantity(text)  # what the API server keeps unchanged in a ResourceQuota
     except ValueError as exc:
         return None, str(exc)
     return text, None

@@ -15,7 +15,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Unicode, default
 
 from ..backends.base import default_backend_name, make_backend
-from .handlers import HANDLERS
+from .handlers import FALLBACK, HANDLERS
 
 
 class PaddleCloudExtension(ExtensionApp):
@@ -42,7 +42,7 @@ class PaddleCloudExtension(ExtensionApp):
         self.log.info("PaddleCloud: %s job backend", job_backend.name)
 
     def initialize_handlers(self):
-        self.handlers.extend(HANDLERS)
+        self.handlers.extend([*HANDLERS, FALLBACK])
 
     async def stop_extension(self):
         job_backend = self.settings.get("paddle_backend")

@@ -7,22 +7,35 @@ Every handler needs an authenticated user allowed to use this server
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
+from pathlib import Path
 
+import yaml
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
+from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..backends.base import JobBackend, check_worker
-from ..errors import InvalidRequest, SpecError
+from ..errors import InvalidRequest, NotFound, SpecError
 from ..json_errors import JsonErrorsMixin
-from ..spec import JobSpec
+from ..quantity import LARGEST_COUNT
+from ..spec import JobSpec, text_problem
 
 AUTH_RESOURCE = "paddle"
 HEARTBEAT_SECONDS = 15.0
+API_PREFIX = "/paddle/api"
+OPENAPI_DOCUMENT = Path(__file__).with_name("openapi.yaml")
+
+
+@functools.cache
+def openapi_document() -> dict:
+    """This API's OpenAPI document (paddle_ext/server/openapi.yaml)."""
+    return yaml.safe_load(OPENAPI_DOCUMENT.read_text(encoding="utf-8"))
 
 
 class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
@@ -36,6 +49,9 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
         """A folder named relative to the server's root (default: the root), kept inside it."""
         root = self.settings["paddle_root_dir"]
         relative = self.get_argument(name, "").strip().strip("/")
+        problem = text_problem(relative)
+        if problem:
+            raise InvalidRequest(f"The '{name}' parameter {problem}.")
         folder = os.path.realpath(os.path.join(root, relative))
         if os.path.commonpath([folder, os.path.realpath(root)]) != os.path.realpath(root):
             raise InvalidRequest(f"The '{name}' parameter must name a folder inside the server's root "
@@ -57,6 +73,8 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
             raise InvalidRequest(f"The '{name}' parameter must be a whole number (got '{value}').") from exc
         if number < 0:
             raise InvalidRequest(f"The '{name}' parameter must not be negative (got {number}).")
+        if number > LARGEST_COUNT:
+            raise InvalidRequest(f"The '{name}' parameter must be at most {LARGEST_COUNT} (got {number}).")
         return number
 
 
@@ -85,6 +103,8 @@ class JobsHandler(PaddleHandler):
             data = json.loads(self.request.body or b"null")
         except json.JSONDecodeError as exc:
             raise SpecError({"spec": f"the request body is not valid JSON ({exc.msg})"}) from exc
+        except ValueError as exc:  # not UTF-8, or a number too long to read
+            raise SpecError({"spec": "the request body is not valid JSON text"}) from exc
         job = await self.backend.submit(JobSpec.from_dict(data), workdir=self.folder_argument())
         self.set_header("Location", self.request.path.rstrip("/") + "/" + job.name)
         self.write_json(job.to_dict(), status=201)
@@ -181,6 +201,27 @@ class QuotaHandler(PaddleHandler):
         self.write_json((await self.backend.quota()).to_dict())
 
 
+class OpenAPIHandler(PaddleHandler):
+    """This API's OpenAPI document, with `servers` pointing at where it runs."""
+
+    @web.authenticated
+    @authorized
+    async def get(self):
+        document = {**openapi_document(), "servers": [{"url": url_path_join(self.base_url, API_PREFIX)}]}
+        self.write_json(document)
+
+
+class UnknownPathHandler(PaddleHandler):
+    """Anything else under the API: a JSON 404, like every other answer here."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, path):
+        raise NotFound(f"There is no {API_PREFIX}/{path} here; see {API_PREFIX}/openapi.json.")
+
+    post = put = patch = delete = get
+
+
 _NAME = r"(?P<name>[^/]+)"
 HANDLERS = [
     (r"/paddle/api/jobs/?", JobsHandler),
@@ -190,4 +231,7 @@ HANDLERS = [
     (rf"/paddle/api/jobs/{_NAME}/?", JobHandler),
     (r"/paddle/api/options", OptionsHandler),
     (r"/paddle/api/quota", QuotaHandler),
+    (r"/paddle/api/openapi.json", OpenAPIHandler),
 ]
+# Registered after HANDLERS (and after any route another part adds to it).
+FALLBACK = (rf"{API_PREFIX}/(.*)", UnknownPathHandler)

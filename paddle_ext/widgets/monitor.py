@@ -88,6 +88,8 @@ class JobMonitor(widgets.VBox):
         self._on_done = on_done
         self._metrics_cursor: str | None = None
         self._metrics_seconds = metrics_seconds  # each look reads the stored logs again
+        self._ended = False  # once the job has ended, it stays ended: Cancel never comes back
+        self._cancelling = False
 
         self.header = widgets.HTML()
         self.workers_view = widgets.HTML()
@@ -120,15 +122,22 @@ class JobMonitor(widgets.VBox):
 
     def _refresh_status(self) -> None:
         try:
-            self.job = self.client.get(self.name)
+            job = self.client.get(self.name)
         except PaddleCloudError as exc:
             self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            self._update_cancel()
             return
-        job = self.job
+        with self._lock:  # the ticker and a click may both refresh; a job seen ended stays ended
+            self.job = job
+            self._ended = self._ended or job.done
         detail = f" &mdash; {html.escape(job.message)}" if job.message else ""
         self.header.value = f"<b>{html.escape(job.name)}</b> {phase_badge(job.phase)}{detail}"
         self.workers_view.value = render_workers(job)
-        self.cancel_button.disabled = job.done
+        self._update_cancel()
+
+    def _update_cancel(self) -> None:
+        """Cancel is there only for a job that exists, has not ended and is not being cancelled."""
+        self.cancel_button.disabled = self.job is None or self._ended or self._cancelling
 
     def _start_follow(self, worker: int | None) -> None:
         with self._lock:
@@ -206,11 +215,13 @@ class JobMonitor(widgets.VBox):
         self._start_follow(None if change["new"] == ALL_WORKERS else change["new"])
 
     def _on_cancel(self, _button) -> None:
-        self.cancel_button.disabled = True
+        self._cancelling = True
+        self._update_cancel()
         try:
             self.client.cancel(self.name)
         except PaddleCloudError as exc:
             self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            self._cancelling = False  # it did not happen: the user may try again
         self._refresh_status()
 
     @property

@@ -21,7 +21,8 @@ import requests
 
 from cluster_helpers import wait_for
 from hubutil import HubError, LocalHub, free_port
-from podrunner import PodRunner
+from paddle_ext import tenancy
+from podrunner import PodRunner, resolve_env
 from serverutil import sse_events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,6 +49,7 @@ class KubeHub(LocalHub):
             **env,
             "KUBECONFIG": self.kubeconfig,
             "PADDLECLOUD_AUTHENTICATOR_CLASS": "dummy",
+            "PADDLECLOUD_ALLOWED_USERS": "alice,bob,carol",
             "PADDLECLOUD_HUB_STATE_DIR": str(self.home),
             "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_IP": "127.0.0.1",
             "PADDLECLOUD_HUB_CONNECT_URL": f"http://127.0.0.1:{self.hub_api_port}",
@@ -123,6 +125,10 @@ def test_spawn_prepares_the_namespace_and_a_restricted_gpu_pod(hub, core_v1):
     assert core_v1.list_namespaced_limit_range(ns("alice")).items
     quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("alice"))
     assert quota.spec.hard["requests.nvidia.com/gpu"] == "2"
+    assert quota.spec.hard["services.nodeports"] == quota.spec.hard["services.loadbalancers"] == "0"
+    admission = kubernetes.client.AdmissionregistrationV1Api(core_v1.api_client)
+    assert admission.read_validating_admission_policy_binding(tenancy.EXPOSURE_POLICY_NAME).spec.validation_actions \
+        == ["Deny"]
     (pod,) = core_v1.list_namespaced_pod(ns("alice"), label_selector="component=singleuser-server").items
     container = pod.spec.containers[0]
     assert container.image == "docker.io/paddlecloud/notebook:3.3.1-gpu"
@@ -305,6 +311,31 @@ def test_the_hub_refuses_to_start_without_a_chosen_authenticator(tmp_path):
     assert result.returncode != 0 and "set PADDLECLOUD_AUTHENTICATOR_CLASS" in result.stdout + result.stderr
 
 
+def test_only_allowed_users_may_log_in(hub):
+    with pytest.raises(HubError, match="HTTP 403"):
+        hub.login("mallory")  # the dummy authenticator takes any password; the allow list does not
+    hub.login("alice")
+    hub.login("admin")  # admins always may
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({}, "choose who may log in"),
+    ({"PADDLECLOUD_ALLOWED_GROUPS": "ml"}, "DummyAuthenticator does not know groups"),
+    ({"PADDLECLOUD_ALLOW_ALL": "true", "PADDLECLOUD_ALLOWED_USERS": "alice"}, "cannot be combined"),
+    ({"PADDLECLOUD_ALLOW_ALL": "maybe"}, "PADDLECLOUD_ALLOW_ALL must be true or false"),
+])
+def test_the_hub_refuses_to_start_without_a_choice_of_who_may_log_in(tmp_path, settings, words):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLECLOUD_ALLOW", "PADDLECLOUD_VALUES"))}
+    env.update({"PADDLECLOUD_HUB_STATE_DIR": str(tmp_path), "PADDLECLOUD_AUTHENTICATOR_CLASS": "dummy", **settings})
+    result = subprocess.run([sys.executable, "-m", "jupyterhub", "-f", str(KubeHub.config), "--show-config"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and words in output and "Traceback" not in output, output[-2000:]
+
+
 def test_the_idle_culler_runs_as_a_hub_service(hub):
     import psutil
 
@@ -312,3 +343,19 @@ def test_the_idle_culler_runs_as_a_hub_service(hub):
     assert service.status_code == 200 and service.json()["command"][1:3] == ["-m", "jupyterhub_idle_culler"]
     hub_children = psutil.Process(hub.proc.pid).children(recursive=True)
     assert any("jupyterhub_idle_culler" in " ".join(p.cmdline()) for p in hub_children)
+
+
+def test_no_token_or_secret_appears_in_any_log(hub, core_v1):
+    """The hub (at debug level, with its quota service), and every notebook server it started."""
+    runner = hub.runner
+    pod_secrets = {value for pod in runner.pods.values() for key, value in resolve_env(pod, core_v1).items()
+                   if "TOKEN" in key or "SECRET" in key}
+    account_tokens = {path.read_text().strip() for path in Path(runner.work_dir).glob("sa/*/token")}
+    assert pod_secrets and account_tokens, "found no notebook pod to take secrets from"
+    secrets = {hub.admin_token, *pod_secrets, *account_tokens,
+               (hub.home / "jupyterhub_cookie_secret").read_text().strip()}
+    logs = [hub.log_path, *Path(runner.work_dir).glob("*.log")]
+    assert len(logs) >= 3  # the hub's and the notebook servers'
+    for path in logs:
+        text = path.read_text(errors="replace")
+        assert not [s for s in secrets if s and len(s) >= 16 and s in text], f"a secret appears in {path}"

@@ -17,6 +17,7 @@ from paddle_ext.kubeapi import KubeApi
 from paddle_ext.quota.model import Limits, QuotaConflict, parse_patch
 from paddle_ext.quota.store import KubernetesQuotaStore
 from paddle_ext.spec import JobSpec
+from paddle_ext.tenancy import NO_EXPOSURE_HARD
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
 
@@ -39,13 +40,13 @@ async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, 
         store = KubernetesQuotaStore(api, hub_ns)
         await store.update("users", "alice", parse_patch({"gpus": 2}))
         written = await QuotaSync(api, store).sync_user("alice", [], namespace=alice_ns)
-        assert written["spec"]["hard"] == {"requests.nvidia.com/gpu": "2"}
+        assert written["spec"]["hard"] == {"requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD}
     finally:
         await api.close()
 
     configmap = core_v1.read_namespaced_config_map(QUOTA_CONFIGMAP, hub_ns)
     assert '"gpus": 2' in configmap.data["quotas.json"]
-    assert quota_status(core_v1, alice_ns).spec.hard == {"requests.nvidia.com/gpu": "2"}
+    assert quota_status(core_v1, alice_ns).spec.hard == {"requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD}
     wait_for(lambda: quota_status(core_v1, alice_ns).status.hard, what="the ResourceQuota's status")
 
     jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=alice_ns, images=[{"name": "paddle:3.3.1-gpu"}],
@@ -87,12 +88,12 @@ async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_
 
         await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
         hard = quota_status(core_v1, newbie_ns).spec.hard
-        assert hard == {"requests.nvidia.com/gpu": "4", "requests.cpu": "16"}
+        assert hard == {"requests.nvidia.com/gpu": "4", "requests.cpu": "16", **NO_EXPOSURE_HARD}
 
         await store.update("users", "newbie", parse_patch({"gpus": 1}))
         await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
         quota = quota_status(core_v1, newbie_ns)
-        assert quota.spec.hard == {"requests.nvidia.com/gpu": "1", "requests.cpu": "16"}
+        assert quota.spec.hard == {"requests.nvidia.com/gpu": "1", "requests.cpu": "16", **NO_EXPOSURE_HARD}
         assert quota.metadata.annotations["paddlecloud.io/running-jobs"] == "1"
     finally:
         await api.close()
@@ -142,17 +143,16 @@ async def test_the_initial_default_rules_until_an_admin_saves_a_quota(cluster, c
         store = KubernetesQuotaStore(api, hub_ns)
         sync = QuotaSync(api, store, initial_default=Limits(gpus=1, memory="8Gi"))
         await sync.sync_user("dora", ["ml"], namespace=user_ns)  # nothing saved yet: the initial default applies
-        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi"}
+        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi",
+                                                            **NO_EXPOSURE_HARD}
 
         await store.update("groups", "ml", parse_patch({"gpus": 3}))  # now the ConfigMap rules
         await sync.sync_user("dora", ["ml"], namespace=user_ns)
-        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3"}
+        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3", **NO_EXPOSURE_HARD}
 
-        await store.update("groups", "ml", parse_patch({"gpus": None}))  # nothing limited: no quota
+        await store.update("groups", "ml", parse_patch({"gpus": None}))  # nothing limited: only the Service bar
         await sync.sync_user("dora", ["ml"], namespace=user_ns)
-        with pytest.raises(kubernetes.client.ApiException) as gone:
-            quota_status(core_v1, user_ns)
-        assert gone.value.status == 404
+        assert quota_status(core_v1, user_ns).spec.hard == NO_EXPOSURE_HARD
     finally:
         await api.close()
 
@@ -188,18 +188,22 @@ async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, 
         try:
             view = await service.update("groups", "ml", parse_patch({"gpus": 4}))
             assert view["members"] == ["ann"] and "sync_errors" not in view
-            assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "4"}
+            assert quota_status(core_v1, prefix + "ann").spec.hard == {
+                "requests.nvidia.com/gpu": "4", **NO_EXPOSURE_HARD}
             with pytest.raises(kubernetes.client.ApiException):
-                quota_status(core_v1, prefix + "ben")  # not in ml, nothing limited: no quota
+                quota_status(core_v1, prefix + "ben")  # not in ml: not written
 
             view = await service.update("default", None, parse_patch({"gpus": 1, "running_jobs": 2}))
             assert "sync_errors" not in view  # admin has no namespace yet: skipped, written at spawn
-            assert quota_status(core_v1, prefix + "ben").spec.hard == {"requests.nvidia.com/gpu": "1"}
-            assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "4"}
+            assert quota_status(core_v1, prefix + "ben").spec.hard == {
+                "requests.nvidia.com/gpu": "1", **NO_EXPOSURE_HARD}
+            assert quota_status(core_v1, prefix + "ann").spec.hard == {
+                "requests.nvidia.com/gpu": "4", **NO_EXPOSURE_HARD}
             assert quota_status(core_v1, prefix + "ann").metadata.annotations["paddlecloud.io/running-jobs"] == "2"
 
             await service.update("users", "ann", parse_patch({"gpus": 2}))
-            assert quota_status(core_v1, prefix + "ann").spec.hard == {"requests.nvidia.com/gpu": "2"}
+            assert quota_status(core_v1, prefix + "ann").spec.hard == {
+                "requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD}
 
             overview = await service.overview()
             users = {u["user"]: u for u in overview["users"]}

@@ -75,3 +75,33 @@ def test_login_spawn_submit_and_follow_logs(hub):
     assert (home / ".paddlecloud" / "jobs" / name).is_dir()
     listed = requests.get(api + "/jobs", headers=headers, timeout=30).json()["jobs"]
     assert [job["name"] for job in listed] == [name]
+
+    # Secrets stay out of jobs and out of every log: the hub's (at debug level), the
+    # server's, and the jobs' own.
+    probe = requests.post(api + "/jobs", headers=headers, timeout=60, json={"command": [
+        "python", "-c", "import os; print('TOKENS', sorted(k for k in os.environ if 'TOKEN' in k))"]})
+    assert probe.status_code == 201, probe.text
+    probe_lines, _ = follow(api, probe.json()["name"], headers)
+    assert "TOKENS []" in probe_lines, probe_lines[-20:]
+    server_tokens = {proc.environ().get("JUPYTERHUB_API_TOKEN") for proc in hub.processes()
+                     if proc.environ().get("JUPYTERHUB_USER") == USER} - {None}
+    assert server_tokens, "found no single-user server to take its token from"
+    secrets = {token, admin_token, hub.password, *server_tokens,
+               (hub.home / "hub" / "jupyterhub_cookie_secret").read_text().strip()}
+    logs = [hub.log_path, *hub.home.rglob("*.log")]
+    assert len(logs) > 3  # the hub's, and the jobs' (one per worker)
+    for path in logs:
+        text = path.read_text(errors="replace")
+        assert not [s for s in secrets if s and s in text], f"a secret appears in {path}"
+
+
+def follow(api, name, headers):
+    lines, end = [], None
+    with requests.get(f"{api}/jobs/{name}/logs", params={"follow": "1"}, headers=headers, stream=True,
+                      timeout=(30, 120)) as stream:
+        for event, data in sse_events(stream):
+            if event == "end":
+                end = data
+                break
+            lines.append(data)
+    return lines, end

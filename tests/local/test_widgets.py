@@ -73,11 +73,14 @@ def test_cancel_button(client):
     monitor.cancel_button.click()
     assert client.get(job.name).phase == "Cancelled"
     assert monitor.cancel_button.disabled
+    time.sleep(2.5)  # the monitor's own refreshes since must not bring it back
+    assert monitor.cancel_button.disabled
 
 
 def test_unknown_job_shows_an_error(client):
     monitor = JobMonitor("no-such-job", client=client)
     assert "No job named" in monitor.error.value
+    assert monitor.cancel_button.disabled  # nothing to cancel
 
 
 def test_monitor_plots_metrics_and_hides_framework_lines(client):
@@ -111,3 +114,26 @@ def test_monitor_plots_metrics_and_hides_framework_lines(client):
     assert not any("PADDLECLOUD_METRIC" in line for line in shown)
     assert any("LAUNCH INFO" in line for line in monitor.log_lines)
     assert 'data-current="Finished"' in monitor.workers_view.value
+
+
+def wait_for(check, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not check():
+        time.sleep(0.2)
+    return check()
+
+
+def test_cancel_is_disabled_once_the_job_has_ended_however_it_ended(client):
+    done = client.submit({"command": ["python", "ticker.py", "--count", "2", "--interval", "0.1"]})
+    running = client.submit({"command": ["python", "ticker.py", "--count", "500"]})
+    watching_done, watching_running = JobMonitor(done.name, client=client), JobMonitor(running.name, client=client)
+    assert wait_for(lambda: client.get(running.name).phase == "Running")
+    assert wait_for(lambda: not watching_running.cancel_button.disabled)  # a running job can be cancelled
+    assert wait_for(lambda: watching_done.job.phase == "Succeeded")  # ended on its own
+    assert wait_for(lambda: watching_done.cancel_button.disabled)
+    client.cancel(running.name)  # cancelled elsewhere (the CLI, another notebook)
+    assert wait_for(lambda: watching_running.job.done and watching_running.cancel_button.disabled)
+    later = JobMonitor(running.name, client=client)  # opened after the end
+    assert later.cancel_button.disabled and later.job.phase == "Cancelled"
+    for monitor in (watching_done, watching_running, later):
+        monitor.close()

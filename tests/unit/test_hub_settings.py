@@ -92,3 +92,33 @@ def test_a_shared_home_becomes_the_jobs_workspace():
     assert env["PADDLECLOUD_WORKSPACE_MOUNT"] == "/home/jovyan"
     with pytest.raises(ValueError, match="PADDLECLOUD_JOBS_SHARE_HOME must be true or false"):
         HubSettings.load(None, environ={"PADDLECLOUD_JOBS_SHARE_HOME": "maybe"})
+
+
+def test_who_may_log_in_is_an_explicit_choice():
+    from jupyterhub.auth import DummyAuthenticator, LocalAuthenticator
+
+    from paddle_ext.hub.settings import NO_LOGIN_CHOICE, login_access
+
+    with pytest.raises(ValueError) as info:
+        login_access(HubSettings.load(None, environ={}), DummyAuthenticator)
+    assert str(info.value) == NO_LOGIN_CHOICE and "PADDLECLOUD_ALLOW_ALL=true" in NO_LOGIN_CHOICE
+    users = HubSettings.load(None, environ={"PADDLECLOUD_ALLOWED_USERS": "alice, bob,,"})
+    assert users.allowed_users == ("alice", "bob")
+    assert login_access(users, DummyAuthenticator) == {
+        "allow_all": False, "allow_existing_users": False, "allowed_users": {"alice", "bob"}}
+    everyone = HubSettings.load(None, environ={"PADDLECLOUD_ALLOW_ALL": "true"})
+    assert login_access(everyone, DummyAuthenticator) == {"allow_all": True}
+    groups = HubSettings.load(None, environ={"PADDLECLOUD_ALLOWED_GROUPS": "ml"})
+    with pytest.raises(ValueError, match="DummyAuthenticator does not know groups"):
+        login_access(groups, DummyAuthenticator)
+    assert login_access(groups, LocalAuthenticator)["allowed_groups"] == {"ml"}  # one that knows groups
+    with pytest.raises(ValueError, match="cannot be combined"):
+        login_access(HubSettings(allow_all=True, allowed_users=("alice",)), DummyAuthenticator)
+
+
+def test_who_may_log_in_from_a_values_file(tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text("allowed_users: [alice, bob]\nallowed_groups: [ml]\n")
+    settings = HubSettings.load(str(values), environ={})
+    assert settings.allowed_users == ("alice", "bob") and settings.allowed_groups == ("ml",)
+    assert not settings.allow_all

@@ -146,3 +146,38 @@ def test_preflight_counts_usage_memory_and_pods():
     with pytest.raises(QuotaExceeded):
         check_resource_quotas(spec, [quota({"pods": "3"}, {"pods": "2"})])
     check_resource_quotas(spec, [quota({"pods": "4"}, {"pods": "2"})])
+
+
+def failed_create(message):
+    return {"reason": "FailedCreate", "message": message, "lastTimestamp": "2026-01-01T00:00:02Z",
+            "involvedObject": {"name": "j"}}
+
+
+@pytest.mark.parametrize("message", [
+    'pods "j-0-x" is forbidden: maximum cpu usage per Container is 1, but limit is 2',
+    'pods "j-0-x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false',
+    'admission webhook "policy.example.com" denied the request: pods "j-0-x" is forbidden: no GPUs here',
+    'Pod "j-0-x" is invalid: spec.containers[0].image: Invalid value',
+])
+def test_pods_refused_for_good_fail_the_job_with_the_reason_not_pending_forever(message):
+    job = job_from_objects(make_job(), [], [failed_create(message)])
+    assert (job.phase, job.reason) == ("Failed", "WorkerFailed") and job.done
+    assert job.message.startswith("Kubernetes refused to create the workers: ") and message.rstrip(".") in job.message
+
+
+@pytest.mark.parametrize("message", [
+    'pods "j-0-x" is forbidden: exceeded quota: q, requested: requests.cpu=2, used: requests.cpu=0, limited: '
+    'requests.cpu=1',
+    'pods "j-0-x" is forbidden: error looking up service account ns/default: serviceaccount "default" not found',
+])
+def test_refusals_that_pass_leave_the_job_pending(message):
+    assert job_from_objects(make_job(), [], [failed_create(message)]).phase == "Pending"
+
+
+def test_a_job_we_stopped_for_refused_pods_stays_failed_once_its_events_are_gone():
+    job = make_job()
+    job["metadata"]["annotations"]["paddlecloud.io/failed"] = "Kubernetes refused to create the workers: no."
+    job["spec"]["suspend"] = True
+    state = job_from_objects(job, [], [])
+    assert (state.phase, state.reason, state.message) == ("Failed", "WorkerFailed",
+                                                          "Kubernetes refused to create the workers: no.")

@@ -100,3 +100,23 @@ def test_options_serialise_the_launchers_form_with_the_spec_defaults():
     }
     spec = JobSpec(command=["x"])
     assert (spec.workers, spec.cpu, spec.memory) == (1, "1", "2Gi")  # the same defaults
+
+
+def test_a_worker_that_never_came_up_fails_the_job_with_the_reason_not_pending():
+    marks = {"failed": {"worker": 1, "exit_code": None, "at": "t",
+                        "message": "Worker 1 did not start within 30 seconds."}}
+    workers = [worker_state(0, None, False, True, marks), worker_state(1, None, False, False, marks)]
+    assert (workers[0].phase, workers[0].reason) == ("Cancelled", "stopped because worker 1 failed")
+    assert (workers[1].phase, workers[1].reason) == ("Failed", "did not start")
+    phase, reason, message = job_phase(workers, marks, None)
+    assert (phase, reason) == ("Failed", "WorkerFailed")
+    assert message.startswith("Worker 1 did not start within 30 seconds.")
+
+
+def test_a_worker_that_could_not_exec_fails_the_job_with_the_os_error():
+    marks = {"failed": {"worker": 0, "exit_code": 127, "at": "t",
+                        "message": "Worker 0 could not start: [Errno 7] Argument list too long."}}
+    workers = [worker_state(0, exit_info(127), False, True, marks), worker_state(1, None, False, False, marks)]
+    assert workers[1].phase == "Cancelled"
+    phase, reason, message = job_phase(workers, marks, None)
+    assert (phase, reason) == ("Failed", "WorkerFailed") and "Argument list too long" in message

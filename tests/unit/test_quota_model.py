@@ -109,8 +109,10 @@ def test_resource_quota_form():
                      "annotations": {"paddlecloud.io/running-jobs": "3",
                                      "paddlecloud.io/quota-sources": json.dumps(sources, sort_keys=True)}},
         "spec": {"hard": {"requests.nvidia.com/gpu": "2", "requests.cpu": "8", "requests.memory": "32Gi",
-                          "pods": "10"}}}
-    assert user_resource_quota("ns", Effective(Limits(), {})) is None
+                          "pods": "10", "services.nodeports": "0", "services.loadbalancers": "0"}}}
+    # Nothing limited: still a quota, barring Services that would expose pods outside the cluster.
+    assert user_resource_quota("ns", Effective(Limits(), {}))["spec"]["hard"] == {
+        "services.nodeports": "0", "services.loadbalancers": "0"}
     assert running_jobs_cap([quota]) == 3 and quota_sources([quota]) == sources
     assert running_jobs_cap([user_resource_quota("ns", Effective(Limits(gpus=1), {"gpus": "user"}))]) is None
     # The same limits read back from the API server's view of that ResourceQuota.
@@ -184,3 +186,15 @@ def test_gpu_hours_windows_and_running_jobs():
     ]
     assert gpu_hours(records, now, 7) == 8 + 6 + 2
     assert gpu_hours(records, now, 30) == 8 + 6 + 24 + 4
+
+
+def test_the_service_exposure_policy_is_valid_kubernetes():
+    import kubernetes_validate
+
+    from paddle_ext.tenancy import service_exposure_policy
+
+    policy, binding = service_exposure_policy()
+    for obj in (policy, binding):
+        kubernetes_validate.validate(obj, "1.35.0", strict=True)
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["key"] == "paddlecloud.io/user"

@@ -48,7 +48,7 @@ def test_spec_is_immutable():
     ({"datasets": ["Bad Name"]}, "datasets", "not a dataset name"),
     ({"datasets": ["a", "a"]}, "datasets", "more than once"),
     ({"max_runtime_seconds": 0}, "max_runtime_seconds", "at least 1"),
-    ({"image": "has space"}, "image", "without spaces"),
+    ({"image": "has space"}, "image", "must be an image reference"),
     ({"colour": "red"}, "colour", "unknown field"),
 ])
 def test_rejections_name_the_field_and_rule(fields, field, words):

@@ -23,7 +23,7 @@ node-deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 # Every images/*/Dockerfile (+ the pod sandbox image), cached by content; a no-op when cached.
-images: node-deps k8s-bin
+images: node-deps k8s-bin labext  # the notebook image carries the prebuilt JupyterLab panel
 	@python3 tools/k8s/images.py build --bin-dir $(K8S_BIN_DIR)
 
 cluster: setup k8s-bin $(NODE_DEPS)
