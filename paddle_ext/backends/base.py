@@ -55,11 +55,11 @@ class JobBackend(LoggingConfigurable):
 
     @default("images")
     def _default_images(self):
-        return _json_env(IMAGES_ENV, [])
+        return json_env(IMAGES_ENV, [])
 
     @default("datasets")
     def _default_datasets(self):
-        return _json_env(DATASETS_ENV, [])
+        return json_env(DATASETS_ENV, [])
 
     @default("default_command")
     def _default_command(self):
@@ -202,7 +202,7 @@ async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool
             task.cancel()
 
 
-def _json_env(name: str, fallback):
+def json_env(name: str, fallback):
     """Configuration handed to notebook pods by the hub as JSON in an environment variable."""
     text = os.environ.get(name)
     if not text:

@@ -15,8 +15,9 @@ from typing import Any
 
 import yaml
 
-from ..constants import (BACKEND_ENV, DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, MANAGED_BY, USER_NAMESPACE_TEMPLATE,
-                         WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..constants import (BACKEND_ENV, DATASETS_ENV, GPU_NODE_SELECTOR_ENV, GPU_RESOURCE, GPU_RESOURCE_ENV,
+                         GPU_TOLERATIONS_ENV, IMAGES_ENV, MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV,
+                         WORKSPACE_MOUNT_ENV)
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage
@@ -33,6 +34,8 @@ class HubSettings:
     gpu_image: str = "docker.io/paddlecloud/notebook:3.3.1-gpu"
     cpu_image: str = "docker.io/paddlecloud/notebook:3.3.1-cpu"
     worker_images: tuple[dict, ...] = ()
+    # What the CPU-only notebook profile asks for (requests = limits).
+    cpu_profile: dict = dataclasses.field(default_factory=lambda: {"cpu": "2", "memory": "8G"})
     gpu_resource: str = GPU_RESOURCE
     gpu_node_selector: dict = dataclasses.field(default_factory=dict)
     gpu_tolerations: tuple[dict, ...] = ()
@@ -89,7 +92,7 @@ HOME_CLAIM_TEMPLATE = "home-{username}"
 _BOOL_FIELDS = ("jobs_share_home", "allow_all")
 _NAME_LIST_FIELDS = ("allowed_users", "allowed_groups")  # comma-separated in the environment
 _TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets", *_NAME_LIST_FIELDS)
-_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota")
+_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "cpu_profile")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
 _OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
 
@@ -169,12 +172,14 @@ def profile_list(settings: HubSettings) -> list[dict]:
                 "slug": slug, "description": f"{gpus} GPU, {cpu} CPU, {memory} memory", "default": default,
                 "kubespawner_override": override}
 
+    cpu, memory = settings.cpu_profile["cpu"], settings.cpu_profile["memory"]
     return [
         gpu_profile("paddle-gpu", 1, "8", "32G", default=True),
         gpu_profile("paddle-gpu-x4", 4, "32", "128G"),
-        {"display_name": "PaddlePaddle CPU only", "slug": "paddle-cpu", "description": "2 CPU, 8G memory",
-         "kubespawner_override": {"image": settings.cpu_image, "cpu_guarantee": 2.0, "cpu_limit": 2.0,
-                                  "mem_guarantee": "8G", "mem_limit": "8G"}},
+        {"display_name": "PaddlePaddle CPU only", "slug": "paddle-cpu", "description": f"{cpu} CPU, {memory} memory",
+         "kubespawner_override": {"image": settings.cpu_image, "cpu_guarantee": float(parse_quantity(cpu)),
+                                  "cpu_limit": float(parse_quantity(cpu)), "mem_guarantee": memory,
+                                  "mem_limit": memory}},
     ]
 
 
@@ -204,6 +209,10 @@ def notebook_environment(settings: HubSettings) -> dict[str, str]:
         BACKEND_ENV: "kubernetes",
         DATASETS_ENV: json.dumps(list(settings.datasets)),
         IMAGES_ENV: json.dumps(list(settings.worker_images)),
+        # GPU jobs land where GPU notebooks do
+        GPU_RESOURCE_ENV: settings.gpu_resource,
+        GPU_NODE_SELECTOR_ENV: json.dumps(dict(settings.gpu_node_selector)),
+        GPU_TOLERATIONS_ENV: json.dumps(list(settings.gpu_tolerations)),
     }
     env = {key: value.replace("{", "{{").replace("}", "}}") for key, value in env.items()}
     if settings.jobs_share_home:  # expanded per user by KubeSpawner, as the home claim's own name is

@@ -187,7 +187,8 @@ def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
         f"Namespace {ns('dave')} ready",
         "Service account and role for training jobs ready",
         "Dataset volumes ready: team-datasets",
-        "Quota applied: pods=20, requests.cpu=40, requests.memory=200Gi, requests.nvidia.com/gpu=2",
+        "Quota applied: pods=20, requests.cpu=40, requests.memory=200Gi, requests.nvidia.com/gpu=2, "
+        "services.loadbalancers=0, services.nodeports=0",
         "Quota check passed: the server fits",
         "Home volume home-dave ready",
     ]
