@@ -1,8 +1,15 @@
-"""Fixtures for the cluster tier: a real control plane (tools/k8s) on 127.0.0.1.
+"""Fixtures for the cluster tier: one cluster for the whole session (tools/k8s).
+
+The control plane (etcd, kube-apiserver, controller-manager, scheduler), two KWOK GPU
+nodes (8 fake GPUs each: placement and scale, nothing runs there) and, as root, a real
+node (containerd, kubelet, kube-proxy, CoreDNS on 198.18.0.1) running the images of
+`make images`: every pod without GPUs runs there for real, GPU pods tolerate the KWOK
+nodes' taint. Without root (or the node's Debian packages) the cluster has the KWOK
+nodes only, said in one line, and tests that need real containers (`real_cluster`)
+skip with that line.
 
 Binaries come from `make k8s-bin`. Missing binaries are an error, unless
-PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead. `real_cluster` (and the
-`real_*` fixtures) add a real node (root only; images from `make images`).
+PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead.
 """
 
 import os
@@ -18,6 +25,8 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
+
+from paddle_ext.constants import GPU_RESOURCE  # noqa: E402
 
 kubernetes = pytest.importorskip("kubernetes")
 
@@ -35,15 +44,46 @@ def k8s_bin_dir():
     return bin_dir
 
 
+GPU_TOLERATIONS = ({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},)
+
+
+def real_node_missing(bin_dir) -> str | None:
+    """Why this machine runs the cluster without a real node (None: it has one)."""
+    from tools.k8s import node
+
+    return node.unavailable_reason(bin_dir)
+
+
 @pytest.fixture(scope="session")
 def cluster(k8s_bin_dir, tmp_path_factory):
-    """A started Cluster (2 fake GPU nodes; Job pods run 3s unless annotated)."""
-    c = Cluster(str(tmp_path_factory.mktemp("cluster")), k8s_bin_dir, nodes=2, complete_after="3s")
+    """The session's cluster: control plane, 2 KWOK GPU nodes and (as root) the real node."""
+    from tools.k8s import images
+
+    reason = real_node_missing(k8s_bin_dir)
+    if reason:
+        print(f"\nreal node: {reason}; the cluster has KWOK nodes only")
+    else:
+        built, planned = images.built_images(), images.planned_keys(os.path.join(k8s_bin_dir, "pause"))
+        stale = [ref for ref in IMAGE_REFS.values() if built.get(ref) != planned[ref]]
+        if stale:  # missing, or built from other sources (another checkout, older code)
+            pytest.fail(f"real node: images not built from this tree: {stale}; run `make images`", pytrace=False)
+    c = Cluster(str(tmp_path_factory.mktemp("cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
+                real_node=reason is None,
+                node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()
     c.start()
-    print(f"\ncluster ready in {time.monotonic() - t0:.1f}s at {c.server}")
+    print(f"\ncluster ready in {time.monotonic() - t0:.1f}s at {c.server}"
+          + (f" with the real node {c.real_node_name}" if reason is None else ""))
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="session")
+def real_cluster(cluster, k8s_bin_dir):
+    """The session's cluster, for tests that need real containers: skips without a real node."""
+    if not cluster.real_node:
+        pytest.skip(f"real node: {real_node_missing(k8s_bin_dir)}")
+    return cluster
 
 
 @pytest.fixture(scope="session")
@@ -106,76 +146,7 @@ def project_folder(tmp_path, monkeypatch):
     return folder
 
 
-# ---------------------------------------------------------------- the real node (issue 10)
-
-
-@pytest.fixture(scope="session")
-def real_cluster(k8s_bin_dir, tmp_path_factory):
-    """A started Cluster with a real node (containerd, kubelet, kube-proxy, CoreDNS on
-    198.18.0.1) beside 2 tainted KWOK GPU nodes; pods without GPUs run there for real.
-
-    Needs root, the node's Debian packages and `make images`; skips with one line when
-    this machine cannot run a node (not root, packages missing). Only one real node can
-    run on a machine: a second session waits for the first (PADDLECLOUD_NODE_LOCK_TIMEOUT
-    seconds, default 600).
-    """
-    from tools.k8s import images, node
-
-    reason = node.host_unavailable_reason()
-    if reason:
-        pytest.skip(f"real node: {reason}")
-    missing = node.missing_binaries(k8s_bin_dir)
-    if missing:
-        pytest.fail(f"real node: {missing} missing in {k8s_bin_dir}; run `make k8s-bin`", pytrace=False)
-    missing = [ref for ref in IMAGE_REFS.values() if ref not in images.built_images()]
-    if missing:
-        pytest.fail(f"real node: images not built: {missing}; run `make images`", pytrace=False)
-    c = Cluster(str(tmp_path_factory.mktemp("real-cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
-                real_node=True, node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
-    t0 = time.monotonic()
-    c.start()
-    print(f"\nreal-node cluster ready in {time.monotonic() - t0:.1f}s at {c.server}")
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="session")
-def real_api_client(real_cluster):
-    """An admin kubernetes.client.ApiClient for the real-node cluster."""
-    client = kubernetes.config.new_client_from_config(config_file=real_cluster.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="session")
-def real_core_v1(real_api_client):
-    return kubernetes.client.CoreV1Api(real_api_client)
-
-
-@pytest.fixture(scope="session")
-def real_batch_v1(real_api_client):
-    return kubernetes.client.BatchV1Api(real_api_client)
-
-
-@pytest.fixture(scope="session")
-def real_rbac_v1(real_api_client):
-    return kubernetes.client.RbacAuthorizationV1Api(real_api_client)
-
-
-@pytest.fixture
-def make_real_namespace(real_core_v1):
-    """Create namespaces on the real-node cluster (optional labels); deleted after the test."""
-    created = []
-
-    def make(prefix="rn", labels=None):
-        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        real_core_v1.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
-        created.append(name)
-        return name
-
-    yield make
-    for name in created:
-        try:
-            real_core_v1.delete_namespace(name, grace_period_seconds=0)
-        except kubernetes.client.ApiException:
-            pass
+def pytest_collection_modifyitems(items):
+    """Tests that start real-node clusters of their own (marked `own_real_node`) run first,
+    before the session's cluster takes the machine's one real node."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("own_real_node") else 1)

@@ -2,8 +2,8 @@
 
 Nothing here is fed by the test: containers run in containerd under the kubelet, logs
 come from the kubelet, DNS from CoreDNS, Service routing from kube-proxy. Needs root
-(skips with one line otherwise). The first test starts and SIGKILLs clusters of its own,
-so it must run before anything else in the session starts the shared `real_cluster`.
+(skips with one line otherwise). The tests marked `own_real_node` start and SIGKILL clusters
+of their own; conftest orders them before the session's cluster takes the node.
 """
 
 import fcntl
@@ -148,6 +148,7 @@ def sigkill_everything(state_dir):
 # ---------------------------------------------------------------- clean-up first (own clusters)
 
 
+@pytest.mark.own_real_node
 def test_a_sigkilled_cluster_leaves_nothing_after_down_or_the_next_up(k8s_bin_dir, tmp_path):
     record = node.read_record()
     if record and record.get("owner_pid") == os.getpid():
@@ -195,6 +196,7 @@ time.sleep(3600)
 """
 
 
+@pytest.mark.own_real_node
 def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_dir, tmp_path):
     """A test session SIGKILLed mid-run leaves its cluster running: the next start stops it."""
     record = node.read_record()
@@ -231,37 +233,37 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
 # ---------------------------------------------------------------- the shared real-node cluster
 
 
-def test_placement_cpu_pods_on_the_real_node_gpu_pods_on_kwok(real_cluster, real_core_v1, make_real_namespace):
-    nodes = {n.metadata.name: n for n in real_core_v1.list_node().items}
+def test_placement_cpu_pods_on_the_real_node_gpu_pods_on_kwok(real_cluster, core_v1, make_namespace):
+    nodes = {n.metadata.name: n for n in core_v1.list_node().items}
     assert set(nodes) == {real_cluster.real_node_name, *real_cluster.node_names}
     real = nodes[real_cluster.real_node_name]
     assert [a.address for a in real.status.addresses if a.type == "InternalIP"] == [node.NODE_IP]
     for name in real_cluster.node_names:
         assert [t.to_dict() for t in nodes[name].spec.taints] == [
             {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule", "time_added": None}]
-    ns = make_real_namespace()
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("cpu", WORKER, ["true"]))
+    ns = make_namespace()
+    core_v1.create_namespaced_pod(ns, restricted_pod("cpu", WORKER, ["true"]))
     gpu = restricted_pod("gpu", WORKER, ["true"], tolerations=[GPU_TOLERATION])
     gpu["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
-    real_core_v1.create_namespaced_pod(ns, gpu)
-    placed = wait_for(lambda: all(real_core_v1.read_namespaced_pod(p, ns).spec.node_name for p in ("cpu", "gpu"))
-                      and {p: real_core_v1.read_namespaced_pod(p, ns).spec.node_name for p in ("cpu", "gpu")},
+    core_v1.create_namespaced_pod(ns, gpu)
+    placed = wait_for(lambda: all(core_v1.read_namespaced_pod(p, ns).spec.node_name for p in ("cpu", "gpu"))
+                      and {p: core_v1.read_namespaced_pod(p, ns).spec.node_name for p in ("cpu", "gpu")},
                       timeout=30, what="both pods scheduled")
     assert placed["cpu"] == real_cluster.real_node_name
     assert placed["gpu"] in real_cluster.node_names
-    assert wait_pod_done(real_core_v1, ns, "cpu").status.phase == "Succeeded"
+    assert wait_pod_done(core_v1, ns, "cpu").status.phase == "Succeeded"
 
 
-def test_kwok_gpu_pods_still_serve_logs_from_files(real_cluster, real_core_v1, make_real_namespace, tmp_path):
-    ns = make_real_namespace()
+def test_kwok_gpu_pods_still_serve_logs_from_files(real_cluster, core_v1, make_namespace, tmp_path):
+    ns = make_namespace()
     pod = restricted_pod("fake-gpu", "docker.io/paddlecloud/not-pulled:0", ["true"], tolerations=[GPU_TOLERATION])
     pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
-    real_core_v1.create_namespaced_pod(ns, pod)
-    wait_for(lambda: pod_phase(real_core_v1, ns, "fake-gpu") == "Running", timeout=30, what="KWOK pod Running")
+    core_v1.create_namespaced_pod(ns, pod)
+    wait_for(lambda: pod_phase(core_v1, ns, "fake-gpu") == "Running", timeout=30, what="KWOK pod Running")
     log_file = tmp_path / "fake.log"
     log_file.write_text(cri_log_lines(["from a file"]))
     real_cluster.set_pod_log(ns, "fake-gpu", str(log_file))
-    assert wait_for(lambda: _log_or_none(real_core_v1, ns, "fake-gpu"), timeout=15, what="log") == "from a file\n"
+    assert wait_for(lambda: _log_or_none(core_v1, ns, "fake-gpu"), timeout=15, what="log") == "from a file\n"
 
 
 def _log_or_none(core_v1, namespace, name):
@@ -271,7 +273,7 @@ def _log_or_none(core_v1, namespace, name):
         return None
 
 
-def test_a_second_real_node_cluster_waits_then_gives_up_and_the_first_keeps_running(real_cluster, real_core_v1,
+def test_a_second_real_node_cluster_waits_then_gives_up_and_the_first_keeps_running(real_cluster, core_v1,
                                                                                     k8s_bin_dir, tmp_path):
     second = Cluster(str(tmp_path / "second"), k8s_bin_dir, nodes=1, real_node=True, node_lock_timeout=3)
     t0 = time.monotonic()
@@ -284,15 +286,15 @@ def test_a_second_real_node_cluster_waits_then_gives_up_and_the_first_keeps_runn
     assert node.read_record()["state_dir"] == real_cluster.state_dir
 
 
-def test_restricted_notebook_pod_runs_as_uid_1000_and_root_is_refused(real_cluster, real_core_v1,
-                                                                      make_real_namespace):
-    ns = make_real_namespace("pss", labels=RESTRICTED)
+def test_restricted_notebook_pod_runs_as_uid_1000_and_root_is_refused(real_cluster, core_v1,
+                                                                      make_namespace):
+    ns = make_namespace("pss", labels=RESTRICTED)
     script = ("id -u; id -g; echo HOME=$HOME; command -v jupyterhub-singleuser; "
               "python -c 'import paddle_ext, paddle; print(\"paddle\", paddle.__version__)'; "
               "jupyter server extension list 2>&1 | grep paddle_ext")
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("notebook", NOTEBOOK, ["sh", "-c", script]))
-    pod = wait_pod_done(real_core_v1, ns, "notebook", timeout=180)
-    out = logs(real_core_v1, ns, "notebook")
+    core_v1.create_namespaced_pod(ns, restricted_pod("notebook", NOTEBOOK, ["sh", "-c", script]))
+    pod = wait_pod_done(core_v1, ns, "notebook", timeout=180)
+    out = logs(core_v1, ns, "notebook")
     assert pod.status.phase == "Succeeded", out
     lines = out.splitlines()
     assert lines[:3] == ["1000", "100", "HOME=/home/jovyan"], out
@@ -303,23 +305,23 @@ def test_restricted_notebook_pod_runs_as_uid_1000_and_root_is_refused(real_clust
     root = restricted_pod("root", NOTEBOOK, ["id"])
     root["spec"]["securityContext"] = {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}
     with pytest.raises(kubernetes.client.ApiException) as info:
-        real_core_v1.create_namespaced_pod(ns, root)
+        core_v1.create_namespaced_pod(ns, root)
     assert info.value.status == 403 and "violates PodSecurity" in info.value.body
 
     # Where admission lets it through, the kubelet itself refuses a root container under runAsNonRoot.
-    open_ns = make_real_namespace("open")
+    open_ns = make_namespace("open")
     root["spec"]["securityContext"] = {"runAsNonRoot": True, "runAsUser": 0}
-    real_core_v1.create_namespaced_pod(open_ns, root)
-    reason, message = wait_waiting_reason(real_core_v1, open_ns, "root")
+    core_v1.create_namespaced_pod(open_ns, root)
+    reason, message = wait_waiting_reason(core_v1, open_ns, "root")
     assert reason == "CreateContainerConfigError" and "non-root" in message
 
 
-def test_logs_plain_and_followed_are_what_the_container_wrote(real_cluster, real_core_v1, make_real_namespace):
-    ns = make_real_namespace(labels=RESTRICTED)
+def test_logs_plain_and_followed_are_what_the_container_wrote(real_cluster, core_v1, make_namespace):
+    ns = make_namespace(labels=RESTRICTED)
     script = "for i in 1 2 3 4 5; do echo \"line $i\"; sleep 0.5; done; echo done >&2"
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("talker", WORKER, ["sh", "-c", script]))
-    wait_for(lambda: pod_phase(real_core_v1, ns, "talker") != "Pending", timeout=60, what="talker started")
-    resp = real_core_v1.read_namespaced_pod_log("talker", ns, follow=True, _preload_content=False,
+    core_v1.create_namespaced_pod(ns, restricted_pod("talker", WORKER, ["sh", "-c", script]))
+    wait_for(lambda: pod_phase(core_v1, ns, "talker") != "Pending", timeout=60, what="talker started")
+    resp = core_v1.read_namespaced_pod_log("talker", ns, follow=True, _preload_content=False,
                                                 _request_timeout=60)
     try:
         followed = b"".join(resp.stream(amt=None)).decode()
@@ -327,8 +329,8 @@ def test_logs_plain_and_followed_are_what_the_container_wrote(real_cluster, real
         resp.close()
     want = "line 1\nline 2\nline 3\nline 4\nline 5\ndone\n"
     assert followed == want
-    assert wait_pod_done(real_core_v1, ns, "talker").status.phase == "Succeeded"
-    assert logs(real_core_v1, ns, "talker") == want
+    assert wait_pod_done(core_v1, ns, "talker").status.phase == "Succeeded"
+    assert logs(core_v1, ns, "talker") == want
     kubectl = subprocess.run([os.path.join(real_cluster.bin_dir, "kubectl"), "--kubeconfig", real_cluster.kubeconfig,
                               "-n", ns, "logs", "talker"], capture_output=True, text=True, check=True)
     assert kubectl.stdout == want
@@ -352,22 +354,22 @@ for ns in sys.argv[1:]:
 
 
 def test_a_pod_reaches_the_api_server_through_the_kubernetes_service_with_its_own_token(
-        real_cluster, real_core_v1, real_rbac_v1, make_real_namespace):
-    mine, other = make_real_namespace("mine", labels=RESTRICTED), make_real_namespace("other")
-    real_core_v1.create_namespaced_service_account(mine, {"metadata": {"name": "robot"}})
-    real_rbac_v1.create_namespaced_role(mine, {
+        real_cluster, core_v1, rbac_v1, make_namespace):
+    mine, other = make_namespace("mine", labels=RESTRICTED), make_namespace("other")
+    core_v1.create_namespaced_service_account(mine, {"metadata": {"name": "robot"}})
+    rbac_v1.create_namespaced_role(mine, {
         "metadata": {"name": "pod-reader"},
         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]})
-    real_rbac_v1.create_namespaced_role_binding(mine, {
+    rbac_v1.create_namespaced_role_binding(mine, {
         "metadata": {"name": "robot"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": mine}]})
-    svc = real_core_v1.read_namespaced_service("kubernetes", "default")
+    svc = core_v1.read_namespaced_service("kubernetes", "default")
     assert svc.spec.cluster_ip == node.KUBERNETES_SERVICE_IP
-    real_core_v1.create_namespaced_pod(mine, restricted_pod(
+    core_v1.create_namespaced_pod(mine, restricted_pod(
         "probe", WORKER, ["python", "-c", API_PROBE, mine, other], service_account="robot"))
-    pod = wait_pod_done(real_core_v1, mine, "probe")
-    out = logs(real_core_v1, mine, "probe")
+    pod = wait_pod_done(core_v1, mine, "probe")
+    out = logs(core_v1, mine, "probe")
     assert pod.status.phase == "Succeeded", out
     assert out.splitlines() == [f"server https://{node.KUBERNETES_SERVICE_IP}:443", f"{mine} 200 1",
                                 f"{other} 403 Forbidden"]
@@ -416,57 +418,57 @@ def wait_job(batch_v1, namespace, name, timeout):
     return wait_for(finished, timeout=timeout, interval=1, what=f"job {name} finished")
 
 
-def test_dns_resolves_indexed_job_workers_and_services_in_pods(real_cluster, real_core_v1, real_batch_v1,
-                                                                make_real_namespace):
-    ns = make_real_namespace(labels=RESTRICTED)
-    real_core_v1.create_namespaced_service(ns, headless_service("dnsjob"))
-    real_batch_v1.create_namespaced_job(ns, indexed_job("dnsjob", ["python", "-c", DNS_PROBE], env={"JOB": "dnsjob"}))
-    assert wait_job(real_batch_v1, ns, "dnsjob", timeout=120) == "Complete"
-    pods = job_pods(real_core_v1, ns, "dnsjob")
+def test_dns_resolves_indexed_job_workers_and_services_in_pods(real_cluster, core_v1, batch_v1,
+                                                                make_namespace):
+    ns = make_namespace(labels=RESTRICTED)
+    core_v1.create_namespaced_service(ns, headless_service("dnsjob"))
+    batch_v1.create_namespaced_job(ns, indexed_job("dnsjob", ["python", "-c", DNS_PROBE], env={"JOB": "dnsjob"}))
+    assert wait_job(batch_v1, ns, "dnsjob", timeout=120) == "Complete"
+    pods = job_pods(core_v1, ns, "dnsjob")
     ips = [p.status.pod_ip for p in pods]
     for pod in pods:
-        out = logs(real_core_v1, ns, pod.metadata.name).splitlines()
+        out = logs(core_v1, ns, pod.metadata.name).splitlines()
         assert out == [f"dnsjob-0.dnsjob {ips[0]}", f"dnsjob-1.dnsjob {ips[1]}",
                        f"kubernetes.default.svc.cluster.local {node.KUBERNETES_SERVICE_IP}"], out
     assert all(ip.startswith("198.18.") for ip in ips)
 
 
-def test_over_its_memory_limit_a_container_is_oomkilled(real_cluster, real_core_v1, make_real_namespace):
-    ns = make_real_namespace(labels=RESTRICTED)
+def test_over_its_memory_limit_a_container_is_oomkilled(real_cluster, core_v1, make_namespace):
+    ns = make_namespace(labels=RESTRICTED)
     hog = "x = bytearray(512 * 1024 * 1024); print('survived')"
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("hog", WORKER, ["python", "-c", hog], memory="64Mi"))
-    pod = wait_pod_done(real_core_v1, ns, "hog")
+    core_v1.create_namespaced_pod(ns, restricted_pod("hog", WORKER, ["python", "-c", hog], memory="64Mi"))
+    pod = wait_pod_done(core_v1, ns, "hog")
     terminated = pod.status.container_statuses[0].state.terminated
     assert pod.status.phase == "Failed"
     assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)
 
 
-def test_a_missing_image_is_reported_by_the_kubelet_and_never_pulled_from_outside(real_cluster, real_core_v1,
-                                                                                 make_real_namespace):
-    ns = make_real_namespace(labels=RESTRICTED)
+def test_a_missing_image_is_reported_by_the_kubelet_and_never_pulled_from_outside(real_cluster, core_v1,
+                                                                                 make_namespace):
+    ns = make_namespace(labels=RESTRICTED)
     missing = "docker.io/paddlecloud/no-such-image:0.0.0"
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("never", missing, ["true"]))
+    core_v1.create_namespaced_pod(ns, restricted_pod("never", missing, ["true"]))
     if_absent = restricted_pod("pull", missing, ["true"])
     if_absent["spec"]["containers"][0]["imagePullPolicy"] = "IfNotPresent"
-    real_core_v1.create_namespaced_pod(ns, if_absent)
+    core_v1.create_namespaced_pod(ns, if_absent)
 
-    reason, message = wait_waiting_reason(real_core_v1, ns, "never")
+    reason, message = wait_waiting_reason(core_v1, ns, "never")
     assert reason == "ErrImageNeverPull" and missing in message
-    _, message = wait_waiting_reason(real_core_v1, ns, "pull", want="ImagePullBackOff")
+    _, message = wait_waiting_reason(core_v1, ns, "pull", want="ImagePullBackOff")
     assert missing in message
-    events = real_core_v1.list_namespaced_event(ns, field_selector="involvedObject.name=pull").items
+    events = core_v1.list_namespaced_event(ns, field_selector="involvedObject.name=pull").items
     failed = [e.message for e in events if e.reason == "Failed" and "Failed to pull" in e.message]
     assert failed and all(node.PULL_PROXY.removeprefix("http://") in m for m in failed), failed
 
 
-def test_hub_and_proxy_images_run(real_cluster, real_core_v1, make_real_namespace):
-    ns = make_real_namespace(labels=RESTRICTED)
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("hub", IMAGE_REFS["hub"], ["jupyterhub", "--version"]))
-    real_core_v1.create_namespaced_pod(ns, restricted_pod("proxy", IMAGE_REFS["proxy"],
+def test_hub_and_proxy_images_run(real_cluster, core_v1, make_namespace):
+    ns = make_namespace(labels=RESTRICTED)
+    core_v1.create_namespaced_pod(ns, restricted_pod("hub", IMAGE_REFS["hub"], ["jupyterhub", "--version"]))
+    core_v1.create_namespaced_pod(ns, restricted_pod("proxy", IMAGE_REFS["proxy"],
                                                           ["configurable-http-proxy", "--version"]))
     for name, want in (("hub", "6."), ("proxy", "5.3.0")):
-        pod = wait_pod_done(real_core_v1, ns, name)
-        assert pod.status.phase == "Succeeded" and logs(real_core_v1, ns, name).startswith(want)
+        pod = wait_pod_done(core_v1, ns, name)
+        assert pod.status.phase == "Succeeded" and logs(core_v1, ns, name).startswith(want)
 
 
 ALLREDUCE = (
@@ -476,14 +478,14 @@ ALLREDUCE = (
 )
 
 
-def test_two_worker_pods_all_reduce_with_paddle(real_cluster, real_core_v1, real_batch_v1, make_real_namespace):
-    ns = make_real_namespace(labels=RESTRICTED)
-    real_core_v1.create_namespaced_service(ns, headless_service("allreduce"))
+def test_two_worker_pods_all_reduce_with_paddle(real_cluster, core_v1, batch_v1, make_namespace):
+    ns = make_namespace(labels=RESTRICTED)
+    core_v1.create_namespaced_service(ns, headless_service("allreduce"))
     job = indexed_job("allreduce", ["sh", "-c", ALLREDUCE], env={"JOB": "allreduce"})
-    real_batch_v1.create_namespaced_job(ns, job)
-    result = wait_job(real_batch_v1, ns, "allreduce", timeout=300)
-    pods = job_pods(real_core_v1, ns, "allreduce")
-    outputs = [logs(real_core_v1, ns, p.metadata.name) for p in pods]
+    batch_v1.create_namespaced_job(ns, job)
+    result = wait_job(batch_v1, ns, "allreduce", timeout=300)
+    pods = job_pods(core_v1, ns, "allreduce")
+    outputs = [logs(core_v1, ns, p.metadata.name) for p in pods]
     assert result == "Complete", outputs
     for rank, out in enumerate(outputs):
         assert f"rank {rank}: all_reduce check ok: sum=3 over 2 workers" in out, out
