@@ -77,10 +77,7 @@ LAUNCHER_ENV = (
     "PADDLE_GLOO_PORT", "PADDLE_WITH_GLOO", "PADDLE_START_PORT", "PADDLE_IPS", "PADDLE_AUTO_PARALLEL_CONFIG",
     "PADDLE_AUTO_CLUSTER", "PADDLE_TRAINER_ID",
 )
-# Test seam, the only one in product code: the cluster tier runs a notebook pod's
-# command as a host process and hands it the pod's service-account files here.
-SERVICE_ACCOUNT_DIR_ENV = "PADDLECLOUD_SERVICEACCOUNT_DIR"
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # a pod's token, CA and namespace
 # Set by paddle.distributed.launch in every trainer process: its global rank.
 TRAINER_ID_ENV = "PADDLE_TRAINER_ID"
 
@@ -99,15 +96,10 @@ def paddlecloud_home() -> str:
     return os.path.abspath(os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".paddlecloud"))
 
 
-def service_account_dir() -> str:
-    """Where a pod's service-account token, CA and namespace are mounted."""
-    return os.environ.get(SERVICE_ACCOUNT_DIR_ENV, SERVICE_ACCOUNT_DIR)
-
-
 def in_cluster() -> bool:
     """Running in a Kubernetes pod with a service-account token."""
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        os.path.join(service_account_dir(), "token"))
+        os.path.join(SERVICE_ACCOUNT_DIR, "token"))
 
 
 def dataset_env_name(dataset: str) -> str:

@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import yaml
 
-from .constants import in_cluster, service_account_dir
+from .constants import SERVICE_ACCOUNT_DIR, in_cluster
 from .timestamps import now, parse_time
 
 REQUEST_TIMEOUT_SECONDS = 30.0
@@ -102,7 +102,7 @@ def in_cluster_credentials() -> Credentials:
     host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ.get("KUBERNETES_SERVICE_PORT", "443")
     if ":" in host:
         host = f"[{host}]"
-    folder = service_account_dir()
+    folder = SERVICE_ACCOUNT_DIR
     namespace = None
     with contextlib.suppress(OSError):
         with open(os.path.join(folder, "namespace"), encoding="utf-8") as f:

@@ -163,7 +163,10 @@ def outputs(spec: JobSpec, settings: ManifestSettings) -> dict:
     """Where the job's $PADDLECLOUD_OUTPUT_DIR is, and whether it outlives the pods."""
     if runs_in_workspace(settings):
         return outputs_record(f"{settings.workdir.rstrip('/')}/{OUTPUTS_FOLDER}/{spec.name}", kept=True)
-    return outputs_record(f"{UNKEPT_OUTPUTS}/{spec.name}", kept=False, note=NO_OUTPUTS_NOTE)
+    note = NO_OUTPUTS_NOTE if not settings.workspace else (
+        f"Outputs are kept for jobs run from a folder under {settings.workspace_mount}; this one ran from "
+        f"{settings.workdir}, so what its workers write is gone with their pods.")
+    return outputs_record(f"{UNKEPT_OUTPUTS}/{spec.name}", kept=False, note=note)
 
 
 def code_configmap(spec: JobSpec, settings: ManifestSettings, archive_base64: str) -> dict:

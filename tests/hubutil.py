@@ -41,6 +41,7 @@ class LocalHub:
     """The local hub as a subprocess; `start()`, then `stop()` (which reports leftovers)."""
 
     config = CONFIG
+    extra_args: tuple[str, ...] = ()  # more command-line configuration of the hub
 
     def __init__(self, home: Path, password: str = "demo-password-for-tests"):
         self.home = Path(home).absolute()
@@ -73,7 +74,7 @@ class LocalHub:
         self.home.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--debug"],
+            [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--debug", *self.extra_args],
             cwd=self.home, env=self.environment(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()

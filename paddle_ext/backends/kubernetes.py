@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import time
 from decimal import Decimal
 from typing import Any, AsyncIterator
 
@@ -88,6 +89,8 @@ class KubernetesBackend(JobBackend):
     log_retry_seconds = Float(1.0, help="Wait between attempts to (re)attach to a worker's log.").tag(config=True)
     log_idle_check_seconds = Float(2.0, help="When a followed log is quiet this long, check whether its pod "
                                    "has stopped (some nodes keep the stream open).").tag(config=True)
+    log_reconnect_seconds = Float(180.0, help="How long a followed log waits for an API server that cannot be "
+                                  "reached (e.g. while it restarts) before giving up.").tag(config=True)
 
     @default("namespace")
     def _default_namespace(self):
@@ -416,7 +419,8 @@ class KubernetesBackend(JobBackend):
         tailed: set[str] = set()  # pods first read with a tail: line counts are not offsets
         complete: set[str] = set()  # pods read to the end after they stopped
         while True:
-            pod = pods_by_worker(await self._pods(label_selector(name))).get(index)
+            pods = await self._patiently(lambda: self._pods(label_selector(name)))
+            pod = pods_by_worker(pods).get(index)
             started = pod is not None and _container_started(pod)
             if started and pod["metadata"]["uid"] not in complete:
                 stopped = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
@@ -444,10 +448,23 @@ class KubernetesBackend(JobBackend):
                     self.log.debug("Logs of %s worker %d not available yet: %s", name, index, exc.message)
             if not follow:
                 return
-            current = await self.get(name)
+            current = await self._patiently(lambda: self.get(name))
             if current.done and (started or pod is None):
                 return
             await asyncio.sleep(self.log_retry_seconds)
+
+    async def _patiently(self, call):
+        """`call()`, tried again while the API server cannot be reached (e.g. it restarts),
+        for up to log_reconnect_seconds: a follower outlives a restart, losing nothing."""
+        deadline = time.monotonic() + self.log_reconnect_seconds
+        while True:
+            try:
+                return await call()
+            except BackendUnavailable as exc:
+                if time.monotonic() > deadline:
+                    raise
+                self.log.debug("API server unavailable while following logs (%s); trying again", exc.message)
+                await asyncio.sleep(self.log_retry_seconds)
 
     async def _pod_log_lines(self, pod_name: str, follow: bool, tail: int | None) -> AsyncIterator[str]:
         """Lines of one pod's log. A follow ends at end of stream, or when the pod has

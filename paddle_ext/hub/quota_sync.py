@@ -13,7 +13,7 @@ import logging
 import os
 from typing import Iterable
 
-from ..constants import QUOTA_NAME, USER_NAMESPACE_TEMPLATE, GPU_RESOURCE, service_account_dir
+from ..constants import QUOTA_NAME, USER_NAMESPACE_TEMPLATE, GPU_RESOURCE, SERVICE_ACCOUNT_DIR
 from ..errors import BackendUnavailable
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable, api_path
 from ..quota.model import Entry, Limits, QuotaConfig, resolve
@@ -29,7 +29,7 @@ def hub_namespace_default() -> str:
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
     try:
-        with open(os.path.join(service_account_dir(), "namespace"), encoding="utf-8") as f:
+        with open(os.path.join(SERVICE_ACCOUNT_DIR, "namespace"), encoding="utf-8") as f:
             return f.read().strip()
     except OSError:
         return "default"

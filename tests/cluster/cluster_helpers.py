@@ -15,3 +15,15 @@ def wait_for(check, timeout=30.0, interval=0.2, what="condition"):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+# KWOK's fake GPU nodes: placement, scheduling and scale (nothing runs there). With a real
+# node in the cluster they carry the taint real GPU nodes usually have; GPU pods tolerate it.
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+KWOK_NODES = {"type": "kwok"}
+
+
+def on_kwok_nodes(pod_spec: dict) -> dict:
+    """`pod_spec` placed on the KWOK nodes (their label, their taint tolerated)."""
+    return {**pod_spec, "nodeSelector": {**pod_spec.get("nodeSelector", {}), **KWOK_NODES},
+            "tolerations": [*pod_spec.get("tolerations", []), GPU_TOLERATION]}

@@ -26,8 +26,6 @@ if REPO not in sys.path:
 
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 
-from paddle_ext.constants import GPU_RESOURCE  # noqa: E402
-
 kubernetes = pytest.importorskip("kubernetes")
 
 
@@ -42,9 +40,6 @@ def k8s_bin_dir():
             pytest.skip(message)
         pytest.fail(message, pytrace=False)
     return bin_dir
-
-
-GPU_TOLERATIONS = ({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},)
 
 
 def real_node_missing(bin_dir) -> str | None:
@@ -138,10 +133,13 @@ def namespace(make_namespace):
 @pytest.fixture(autouse=True)
 def project_folder(tmp_path, monkeypatch):
     """Jobs are submitted from the current folder, as from a notebook's: a small project
-    with the example training script (the checkout itself is far too big to travel)."""
+    with the example training script and the test scripts (ticker.py, fail_rank.py, ...;
+    the checkout itself is far too big to travel)."""
     folder = tmp_path / "project"
     folder.mkdir()
-    (folder / "train.py").write_bytes((Path(REPO) / "paddle_ext" / "examples" / "train.py").read_bytes())
+    scripts = [Path(REPO) / "paddle_ext" / "examples" / "train.py", *(Path(REPO) / "tests" / "local" / "scripts").glob("*.py")]
+    for script in scripts:
+        (folder / script.name).write_bytes(script.read_bytes())
     monkeypatch.chdir(folder)
     return folder
 
@@ -150,3 +148,23 @@ def pytest_collection_modifyitems(items):
     """Tests that start real-node clusters of their own (marked `own_real_node`) run first,
     before the session's cluster takes the machine's one real node."""
     items.sort(key=lambda item: 0 if item.get_closest_marker("own_real_node") else 1)
+
+
+@pytest.fixture(scope="session")
+def hub(real_cluster, core_v1, tmp_path_factory):
+    """The Kubernetes hub (tests/cluster/kubehub.py) for the session, logged in as admin."""
+    from kubehub import KubeHub, remove_storage_pool, storage_pool
+
+    work = tmp_path_factory.mktemp("kubehub")
+    os.chmod(work, 0o755)
+    storage_pool(core_v1, work)
+    hub = KubeHub(work / "hub", real_cluster.kubeconfig)
+    core_v1.create_namespace({"metadata": {"name": hub.namespace}})
+    hub.start()
+    hub.admin_token = hub.new_token(hub.login("admin"), "admin")
+    try:
+        yield hub
+    finally:
+        leftovers = hub.stop()
+        remove_storage_pool(core_v1)
+        assert not leftovers, leftovers

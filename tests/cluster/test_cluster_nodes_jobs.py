@@ -4,12 +4,11 @@ import ipaddress
 import json
 import os
 import subprocess
-import time
 
 import kubernetes
 
-from cluster_helpers import wait_for
-from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION, EXIT_CODE_ANNOTATION, cri_log_lines
+from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
+from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION, EXIT_CODE_ANNOTATION, GPU_TAINT, cri_log_lines
 
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
@@ -28,7 +27,7 @@ def gpu_job(name, completions=2, annotations=None, backoff_limit=0):
             "backoffLimit": backoff_limit,
             "template": {
                 "metadata": {"annotations": annotations or {}},
-                "spec": {"restartPolicy": "Never", "containers": [{
+                "spec": {"restartPolicy": "Never", "tolerations": [GPU_TOLERATION], "containers": [{
                     "name": "worker", "image": "paddlepaddle/paddle:3.0.0",
                     "command": ["python", "train.py"],
                     "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "1", "memory": "1Gi"}},
@@ -54,15 +53,18 @@ def test_server_and_kubectl_report_pinned_version(cluster, api_client, k8s_bin_d
 
 def test_nodes_ready_with_gpus(cluster, core_v1):
     nodes = core_v1.list_node().items
-    assert sorted(n.metadata.name for n in nodes) == sorted(cluster.node_names)
-    for node in nodes:
+    real = [cluster.real_node_name] if cluster.real_node else []
+    assert sorted(n.metadata.name for n in nodes) == sorted(cluster.node_names + real)
+    for node in (n for n in nodes if n.metadata.name in cluster.node_names):
         ready = [c for c in node.status.conditions if c.type == "Ready"]
         assert ready and ready[0].status == "True", node.metadata.name
         assert node.status.allocatable["nvidia.com/gpu"] == "8"
         assert node.status.allocatable["cpu"] == "64"
         assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
         assert ipaddress.ip_address(node.status.addresses[0].address) in LOOPBACK
-        assert not [t for t in node.spec.taints or [] if t.effect == "NoSchedule"]
+        # tainted like real GPU nodes only when a real node is there to take everything else
+        taints = [(t.key, t.value, t.effect) for t in node.spec.taints or [] if t.effect == "NoSchedule"]
+        assert taints == ([(GPU_TAINT["key"], GPU_TAINT["value"], "NoSchedule")] if cluster.real_node else [])
 
 
 def test_indexed_gpu_job_runs_logs_and_succeeds(cluster, core_v1, batch_v1, namespace, tmp_path):
@@ -143,14 +145,18 @@ def test_exit_code_annotation_fails_the_job(cluster, core_v1, batch_v1, namespac
 def start_plain_pod(core_v1, namespace, name):
     """Create a pod with no owner and wait until kwok reports it Running."""
     core_v1.create_namespaced_pod(namespace, {
-        "metadata": {"name": name}, "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
+        "metadata": {"name": name},
+        "spec": on_kwok_nodes({"containers": [{"name": "main", "image": "busybox"}]})})
     wait_for(lambda: core_v1.read_namespaced_pod(name, namespace).status.phase == "Running",
              timeout=20, what=f"pod {name} Running")
 
 
-def test_pods_without_job_owner_keep_running(cluster, core_v1, namespace):
+def test_pods_without_job_owner_keep_running(cluster, core_v1, batch_v1, namespace):
     start_plain_pod(core_v1, namespace, "notebook")
-    time.sleep(4)  # longer than the default Job pod run time (3s)
+    batch_v1.create_namespaced_job(namespace, gpu_job("brief", completions=1,
+                                                      annotations={COMPLETE_AFTER_ANNOTATION: "1s"}))
+    wait_for(lambda: (batch_v1.read_namespaced_job_status("brief", namespace).status.succeeded or 0) == 1,
+             timeout=60, what="a Job pod started after it to complete")
     assert core_v1.read_namespaced_pod("notebook", namespace).status.phase == "Running"
 
 

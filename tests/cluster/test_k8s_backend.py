@@ -1,5 +1,6 @@
-"""The Kubernetes job backend against the real control plane (KWOK nodes run no containers:
-pods complete after a delay and their logs come from tests/cluster/jobfeeder.py)."""
+"""The Kubernetes job backend against the real control plane: real PaddlePaddle jobs on
+the real node (worker-image pods, DNS, the kubelet's logs and status), GPU placement
+and quotas on the KWOK GPU nodes, manifests through server-side dry-run."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ import kubernetes
 import pytest
 import yaml
 
-from cluster_helpers import wait_for
-from jobfeeder import LogFeeder
+from cluster_helpers import GPU_TOLERATION, wait_for
 from paddle_ext import tenancy
 from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION
 from paddle_ext.backends.kubernetes import KubernetesBackend
@@ -23,6 +23,7 @@ from paddle_ext.errors import Forbidden, JobExists, QuotaExceeded
 from paddle_ext.manifests import ManifestSettings, job_objects
 from paddle_ext.spec import JobSpec
 from serverutil import JupyterServer
+from tools.k8s.cluster import IMAGE_REFS
 
 DATASETS = [
     {"name": "imagenet", "mount_path": "/datasets/imagenet",
@@ -30,13 +31,36 @@ DATASETS = [
     {"name": "coco", "mount_path": "/datasets/coco",
      "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}}, "sub_path": "coco"},
 ]
-COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORKER = IMAGE_REFS["worker"]
+MISSING_IMAGE = "docker.io/paddlecloud/no-such-image:1.0"
+# Real workers share the real node's 2 CPUs with whatever else runs: each asks for little.
+SMALL = {"cpu": "500m", "memory": "1Gi"}
 
 
 def backend(cluster, namespace, kubeconfig=None, **config):
     return KubernetesBackend(kubeconfig=kubeconfig or cluster.kubeconfig, namespace=namespace,
-                             datasets=DATASETS, images=[{"name": "paddle:3.3.1-cpu"}], **config)
+                             datasets=DATASETS, images=[{"name": WORKER}, {"name": MISSING_IMAGE}],
+                             gpu_tolerations=[GPU_TOLERATION], log_idle_check_seconds=0.5, **config)
+
+
+def job_pods(core_v1, namespace, name):
+    return core_v1.list_namespaced_pod(namespace, label_selector=f"paddlecloud.io/job={name}").items
+
+
+def container_log(core_v1, namespace, pod) -> list[str]:
+    """What the kubelet has of a container's output (the reference for our merged logs)."""
+    return core_v1.read_namespaced_pod_log(pod.metadata.name, namespace, container="paddle").splitlines()
+
+
+async def wait_phase(jobs, name, phases, timeout=240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = await jobs.get(name)
+        if job.phase in phases:
+            return job
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"job {name} never reached {phases} in {timeout}s; last: {job.phase} {job.message}")
 
 
 def restricted_namespace(make_namespace):
@@ -73,48 +97,55 @@ def test_pss_dry_run_is_a_real_check(make_namespace, core_v1):
     assert info.value.status == 403 and "allowPrivilegeEscalation" in info.value.body
 
 
-def test_submit_through_rest_runs_to_success_with_merged_logs(cluster, core_v1, namespace, tmp_path):
+def test_rest_runs_a_real_two_worker_job_and_its_logs_are_what_the_containers_wrote(
+        real_cluster, core_v1, namespace, project_folder, tmp_path):
     config = tmp_path / "jupyter_server_config.py"
     config.write_text(
         "c.PaddleCloudExtension.backend = 'kubernetes'\n"
         f"c.KubernetesBackend.namespace = {namespace!r}\n"
-        f"c.KubernetesBackend.pod_annotations = {{{COMPLETE_AFTER!r}: '5s'}}\n"
+        f"c.KubernetesBackend.images = [{{'name': {WORKER!r}}}]\n"
         "c.KubernetesBackend.log_idle_check_seconds = 0.5\n"
     )
-    server = JupyterServer(tmp_path, tmp_path, env={"KUBECONFIG": cluster.kubeconfig},
+    server = JupyterServer(tmp_path, project_folder, env={"KUBECONFIG": real_cluster.kubeconfig},
                            args=[f"--config={config}"]).start()
     try:
-        with LogFeeder(cluster, core_v1, namespace, str(tmp_path / "logs")):
-            job = server.submit(command=["python", "train.py"], workers=2, name="rest-job")
-            assert job["backend"] == "kubernetes" and job["phase"] == "Pending"
-            running = server.wait_for("rest-job", ("Running",), timeout=30)
-            assert [w["phase"] for w in running["worker_states"]] == ["Running", "Running"]
-            pods = core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=rest-job").items
-            assert sorted(p.status.pod_ip.split(".")[0] for p in pods) == ["127", "127"]
-            lines, end = server.follow_to_end("rest-job")
-            assert end["phase"] == "Succeeded"
-            assert "[worker-0] rank 0: all_reduce check ok: sum=3 over 2 workers" in lines
-            assert "[worker-1] rank 1: all_reduce check ok: sum=3 over 2 workers" in lines
-            assert len(lines) == 8  # every line once, none repeated by re-attaching
-            final = server.api("GET", "/jobs/rest-job").json()
-            assert final["phase"] == "Succeeded" and final["finished"]
-            assert [j["name"] for j in server.api("GET", "/jobs").json()["jobs"]] == ["rest-job"]
-            taken = server.api("POST", "/jobs", json={"name": "rest-job", "command": ["x"]})
-            assert taken.status_code == 409 and taken.json()["error"] == "name_taken"
+        job = server.submit(command=["python", "train.py", "--epochs", "1"], workers=2, name="rest-job", **SMALL)
+        assert job["backend"] == "kubernetes" and job["phase"] == "Pending"
+        lines, end = server.follow_to_end("rest-job")
+        assert end["phase"] == "Succeeded", lines[-30:]
+        for rank in (0, 1):  # they found worker 0's master by DNS and all-reduced for real
+            assert f"[worker-{rank}] rank {rank}: all_reduce check ok: sum=3 over 2 workers" in lines
+        pods = sorted(job_pods(core_v1, namespace, "rest-job"),
+                      key=lambda p: p.metadata.labels["batch.kubernetes.io/job-completion-index"])
+        assert {p.spec.node_name for p in pods} == {real_cluster.real_node_name}
+        assert all(p.status.pod_ip.startswith("198.18.") for p in pods)
+        # Exactly what each container wrote, prefixed, each line once.
+        for rank, pod in enumerate(pods):
+            ours = [line.split("] ", 1)[1] for line in lines if line.startswith(f"[worker-{rank}] ")]
+            assert ours == container_log(core_v1, namespace, pod)
+        plain = server.api("GET", "/jobs/rest-job/logs").text.splitlines()
+        assert sorted(plain) == sorted(lines)
+        final = server.api("GET", "/jobs/rest-job").json()
+        assert final["phase"] == "Succeeded" and final["finished"]
+        assert final["code"]["files"] >= 1 and final["code"]["stored"]
+        taken = server.api("POST", "/jobs", json={"name": "rest-job", "command": ["x"]})
+        assert taken.status_code == 409 and taken.json()["error"] == "name_taken"
     finally:
         server.stop()
 
 
-def test_cli_submit_follow_on_kubernetes(cluster, core_v1, namespace, tmp_path):
-    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes"}
-    with LogFeeder(cluster, core_v1, namespace, str(tmp_path / "logs")):
-        result = subprocess.run(
-            [sys.executable, "-m", "paddle_ext.cli", "--backend", "kubernetes", "submit", "--namespace", namespace,
-             "--workers", "2", "--follow", "--", "python", "train.py"],
-            env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+def test_cli_submit_follow_runs_a_real_job_on_kubernetes(real_cluster, namespace):
+    env = {**os.environ, "KUBECONFIG": real_cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes",
+           "PADDLECLOUD_IMAGES": json.dumps([{"name": WORKER}])}
+    result = subprocess.run(
+        [sys.executable, "-m", "paddle_ext.cli", "--backend", "kubernetes", "submit", "--namespace", namespace,
+         "--workers", "2", "--cpu", SMALL["cpu"], "--memory", SMALL["memory"], "--follow", "--",
+         "python", "train.py", "--epochs", "1"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
     assert "[worker-0] rank 0: done" in result.stdout and "[worker-1] rank 1: done" in result.stdout
     assert "Succeeded" in result.stderr
+    assert "Unclosed" not in result.stderr and "Traceback" not in result.stderr
 
 
 async def test_job_asking_more_gpus_than_any_node_is_unschedulable_with_numbers(cluster, namespace):
@@ -152,23 +183,64 @@ async def test_over_quota_submit_is_refused_naming_limit_and_usage(cluster, core
         await jobs.close()
 
 
-async def test_cancel_removes_pods_and_service_and_reports_cancelled(cluster, core_v1, namespace):
-    jobs = backend(cluster, namespace, pod_annotations={COMPLETE_AFTER: "10m"})
+async def test_cancel_removes_pods_and_service_and_leaves_no_container_running(real_cluster, core_v1, namespace):
+    jobs = backend(real_cluster, namespace)
     try:
-        await jobs.submit(JobSpec(name="long", command=["python", "train.py"], workers=2))
-        for _ in range(100):
-            if (await jobs.get("long")).phase == "Running":
-                break
-            await asyncio.sleep(0.2)
+        await jobs.submit(JobSpec(name="long", command=["python", "ticker.py", "--count", "100000"], workers=2,
+                                  **SMALL))
+        await wait_phase(jobs, "long", ("Running",))
+        containers = [s.container_id.split("://", 1)[1] for p in job_pods(core_v1, namespace, "long")
+                      for s in p.status.container_statuses or []]
+        assert len(containers) == 2 and all(c in running_tasks(real_cluster) for c in containers)
         assert core_v1.read_namespaced_service("long", namespace).spec.cluster_ip == "None"
         with pytest.raises(JobExists):
             await jobs.submit(JobSpec(name="long", command=["python", "train.py"]))
         job = await jobs.cancel("long")
         assert (job.phase, job.reason) == ("Cancelled", "Cancelled")
-        wait_for(lambda: not core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=long").items,
-                 timeout=30, what="pods deleted")
+        wait_for(lambda: not job_pods(core_v1, namespace, "long"), timeout=60, what="pods deleted")
+        wait_for(lambda: not set(containers) & running_tasks(real_cluster), timeout=60,
+                 what="the containers gone from containerd")
         assert core_v1.list_namespaced_service(namespace).items == []
         assert (await jobs.get("long")).phase == "Cancelled"
+    finally:
+        await jobs.close()
+
+
+def running_tasks(cluster) -> set[str]:
+    """Container ids with a live task in the real node's containerd."""
+    out = cluster.real_node.ctr("tasks", "list").stdout.splitlines()[1:]
+    return {line.split()[0] for line in out if line.split() and line.split()[-1] == "RUNNING"}
+
+
+async def test_deleting_a_worker_pod_mid_run_fails_the_job_naming_the_worker(real_cluster, core_v1, namespace):
+    jobs = backend(real_cluster, namespace)
+    try:
+        await jobs.submit(JobSpec(name="lost", command=["python", "ticker.py", "--count", "100000"], workers=2,
+                                  **SMALL))
+        await wait_phase(jobs, "lost", ("Running",))
+        (victim,) = [p for p in job_pods(core_v1, namespace, "lost")
+                     if p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "1"]
+        core_v1.delete_namespaced_pod(victim.metadata.name, namespace)
+        job = await wait_phase(jobs, "lost", ("Failed",))
+        assert job.reason == "WorkerFailed" and job.message.startswith("Worker 1 "), job.message
+    finally:
+        await jobs.close()
+
+
+async def test_oom_and_a_missing_image_are_reported_from_the_kubelet(real_cluster, namespace):
+    jobs = backend(real_cluster, namespace)
+    try:
+        hog = ["python", "-c", "x = bytearray(600 * 1024 * 1024); print(len(x))"]
+        await jobs.submit(JobSpec(name="hog", command=hog, cpu="500m", memory="256Mi"))
+        await jobs.submit(JobSpec(name="ghost", command=["python", "train.py"], image=MISSING_IMAGE, **SMALL))
+        hog_job = await wait_phase(jobs, "hog", ("Failed", "Succeeded"))
+        assert (hog_job.phase, hog_job.reason) == ("Failed", "OOMKilled")
+        assert "Worker 0 ran out of memory (its limit is 256Mi)" in hog_job.message
+        deadline = time.monotonic() + 120
+        while (ghost := await jobs.get("ghost")).reason != "ImagePullBackOff" and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        assert (ghost.phase, ghost.reason) == ("Pending", "ImagePullBackOff"), ghost.message
+        assert f"Cannot pull image '{MISSING_IMAGE}' for worker 0" in ghost.message
     finally:
         await jobs.close()
 
@@ -195,14 +267,15 @@ def token_kubeconfig(cluster, core_v1, namespace, path):
 async def test_a_users_token_cannot_touch_another_users_jobs(cluster, core_v1, make_namespace, tmp_path):
     alice_ns, bob_ns = make_namespace("alice"), make_namespace("bob")
     alice_config = token_kubeconfig(cluster, core_v1, alice_ns, tmp_path / "alice.kubeconfig")
-    bob_jobs = backend(cluster, bob_ns, pod_annotations={COMPLETE_AFTER: "10m"})
+    bob_jobs = backend(cluster, bob_ns)
     own = KubernetesBackend(kubeconfig=alice_config)  # namespace from the context
     intruder = KubernetesBackend(kubeconfig=alice_config, namespace=bob_ns)
     try:
         assert own.namespace == alice_ns
-        await own.submit(JobSpec(name="mine", command=["python", "train.py"]))
+        own.images = [{"name": WORKER}]
+        await own.submit(JobSpec(name="mine", command=["python", "train.py"], **SMALL))
         assert [j.name for j in await own.list()] == ["mine"]
-        await bob_jobs.submit(JobSpec(name="bobs", command=["python", "train.py"]))
+        await bob_jobs.submit(JobSpec(name="bobs", command=["python", "ticker.py", "--count", "100000"], **SMALL))
         for action in (intruder.list, lambda: intruder.get("bobs"), lambda: intruder.cancel("bobs"),
                        lambda: intruder.submit(JobSpec(command=["x"]))):
             with pytest.raises(Forbidden) as info:
@@ -212,6 +285,7 @@ async def test_a_users_token_cannot_touch_another_users_jobs(cluster, core_v1, m
             async for _ in intruder.logs("bobs"):
                 pass
         assert (await bob_jobs.get("bobs")).phase in ("Pending", "Running")
+        await bob_jobs.cancel("bobs")
     finally:
         for b in (bob_jobs, own, intruder):
             await b.close()
@@ -252,38 +326,52 @@ def test_paddlejob_variant_passes_dry_run_against_the_training_operator_crd(padd
     assert info.value.status == 422
 
 
-async def test_log_follow_survives_a_worker_pod_being_replaced(cluster, core_v1, namespace, tmp_path):
+async def test_log_follow_survives_an_evicted_worker_pod_being_replaced(real_cluster, core_v1, namespace):
     """An evicted worker pod is replaced by the Job (a disruption does not fail the job);
     the follower moves to the new pod, repeats no line, and ends with the job."""
-    jobs = backend(cluster, namespace, pod_annotations={COMPLETE_AFTER: "8s"}, log_idle_check_seconds=0.5)
+    jobs = backend(real_cluster, namespace)
     lines: list[str] = []
     try:
-        with LogFeeder(cluster, core_v1, namespace, str(tmp_path / "logs")):
-            await jobs.submit(JobSpec(name="evicted", command=["python", "train.py"], workers=2))
+        command = ["python", "ticker.py", "--count", "60", "--interval", "0.25"]
+        await jobs.submit(JobSpec(name="evicted", command=command, **SMALL))
 
-            async def follow():
-                async for line in jobs.logs("evicted", follow=True):
-                    lines.append(line)
+        async def follow():
+            async for line in jobs.logs("evicted", follow=True):
+                lines.append(line)
 
-            follower = asyncio.ensure_future(follow())
-            for _ in range(100):
-                if "[worker-1] rank 1: done" in lines:
-                    break
-                await asyncio.sleep(0.1)
-            (victim,) = [p for p in core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=evicted").items
-                         if p.metadata.labels["batch.kubernetes.io/job-completion-index"] == "1"]
-            core_v1.create_namespaced_pod_eviction(victim.metadata.name, namespace, {
-                "metadata": {"name": victim.metadata.name, "namespace": namespace}})
-            # What a kubelet does on eviction (KWOK does not): kill the container, pod Failed.
-            when = "2026-01-01T00:00:00Z"
-            core_v1.patch_namespaced_pod_status(victim.metadata.name, namespace, {"status": {
-                "phase": "Failed", "containerStatuses": [{
-                    "name": "paddle", "image": victim.spec.containers[0].image, "imageID": "", "ready": False,
-                    "restartCount": 0, "state": {"terminated": {"exitCode": 137, "reason": "Error",
-                                                                "startedAt": when, "finishedAt": when}}}]}})
-            await asyncio.wait_for(follower, 60)
-        assert lines.count("[worker-1] rank 1: done") == 2  # the old pod's lines, then the new pod's
-        assert lines.count("[worker-0] rank 0: done") == 1
+        follower = asyncio.ensure_future(follow())
+        deadline = time.monotonic() + 120
+        while "tick 0 5" not in lines and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        (victim,) = job_pods(core_v1, namespace, "evicted")
+        core_v1.create_namespaced_pod_eviction(victim.metadata.name, namespace, {
+            "metadata": {"name": victim.metadata.name, "namespace": namespace}})
+        await asyncio.wait_for(follower, 300)
+        first = container_log_of(core_v1, namespace, victim)  # gone by now: what the follower kept
+        assert lines.count("ticker 0 done") == 1  # the replacement ran to the end
+        assert lines.count("tick 0 0") == 2  # the evicted pod's start, then the new pod's
+        assert first is None or lines[:len(first)] == first
         assert (await jobs.get("evicted")).phase == "Succeeded"
+    finally:
+        await jobs.close()
+
+
+def container_log_of(core_v1, namespace, pod):
+    try:
+        return container_log(core_v1, namespace, pod)
+    except kubernetes.client.ApiException:
+        return None
+
+
+async def test_a_job_past_its_max_runtime_ends_deadline_exceeded_on_the_real_node(real_cluster, core_v1, namespace):
+    jobs = backend(real_cluster, namespace)
+    try:
+        await jobs.submit(JobSpec(name="overtime", command=["python", "ticker.py", "--count", "100000"],
+                                  max_runtime_seconds=30, **SMALL))
+        job = await wait_phase(jobs, "overtime", ("Failed", "Succeeded"), timeout=300)
+        assert (job.phase, job.reason) == ("Failed", "DeadlineExceeded")
+        assert job.message == "The job ran longer than its limit of 30 seconds and was stopped."
+        wait_for(lambda: not [p for p in job_pods(core_v1, namespace, "overtime") if p.status.phase == "Running"],
+                 timeout=60, what="its workers stopped")
     finally:
         await jobs.close()

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from cluster_helpers import wait_for
+from cluster_helpers import GPU_TOLERATION, wait_for
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import SPEC_ANNOTATION
@@ -25,13 +25,12 @@ from paddle_ext.manifests import ManifestSettings, job_objects
 from paddle_ext.spec import JobSpec
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 REAL_WORKER_IMAGE = os.environ.get("PADDLECLOUD_TEST_WORKER_IMAGE", "docker.io/paddlecloud/paddle-worker:3.3.1-cpu")
 
 
 def backend(cluster, namespace, **config) -> KubernetesBackend:
-    return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=namespace,
-                             images=[{"name": "paddle:3.3.1-cpu"}], **config)
+    config = {"images": [{"name": "paddle:3.3.1-cpu"}], "gpu_tolerations": [GPU_TOLERATION], **config}
+    return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=namespace, **config)
 
 
 async def watch_steps(jobs: KubernetesBackend, name: str, until, timeout: float = 60) -> list[list[str]]:
@@ -152,14 +151,9 @@ async def test_cli_status_shows_the_steps(cluster, namespace):
 # ------------------------------------------------------------------ real containers
 
 @pytest.fixture
-def real_node(core_v1) -> str:
-    """A Ready node that is not KWOK's, i.e. one that pulls images and runs containers."""
-    for node in core_v1.list_node().items:
-        fake = (node.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION)
-        ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-        if not fake and ready:
-            return node.metadata.name
-    pytest.skip("needs a real node (kubelet + containerd); this cluster has KWOK nodes only")
+def real_node(real_cluster) -> str:
+    """The node that runs containers (KWOK's run none)."""
+    return real_cluster.real_node_name
 
 
 async def test_real_containers_go_through_pulling_and_starting_to_running(cluster, batch_v1, namespace, real_node):
@@ -167,7 +161,8 @@ async def test_real_containers_go_through_pulling_and_starting_to_running(cluste
     shows Pulling, then 'image pulled ... (<size>)' while starting."""
     jobs = backend(cluster, namespace, queue_name="hold", image=REAL_WORKER_IMAGE, images=[])
     try:
-        await jobs.submit(JobSpec(name="real", command=["python", "-c", "import time; time.sleep(30)"], workers=2))
+        await jobs.submit(JobSpec(name="real", command=["python", "-c", "import time; time.sleep(30)"], workers=2,
+                                  cpu="400m", memory="1Gi"))
         # A suspended Job's scheduling directives may change: pin it to the real node, then admit it.
         batch_v1.patch_namespaced_job("real", namespace, {"spec": {"template": {"spec": {
             "nodeSelector": {"kubernetes.io/hostname": real_node}}}}})

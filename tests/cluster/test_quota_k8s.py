@@ -8,7 +8,7 @@ import asyncio
 import kubernetes
 import pytest
 
-from cluster_helpers import wait_for
+from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.constants import QUOTA_CONFIGMAP
@@ -28,9 +28,9 @@ def quota_status(core_v1, namespace):
 
 def gpu_pod(name: str, gpus: int) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": "paddle:3.3.1-gpu",
-                                     "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
-                                                   "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+            "spec": on_kwok_nodes({"containers": [{"name": "c", "image": "paddle:3.3.1-gpu",
+                                                   "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
+                                                                 "limits": {"nvidia.com/gpu": str(gpus)}}}]})}
 
 
 async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, core_v1, make_namespace):
@@ -50,6 +50,7 @@ async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, 
     wait_for(lambda: quota_status(core_v1, alice_ns).status.hard, what="the ResourceQuota's status")
 
     jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=alice_ns, images=[{"name": "paddle:3.3.1-gpu"}],
+                             gpu_tolerations=[GPU_TOLERATION],
                              pod_annotations={COMPLETE_AFTER: "10m"})
     try:
         with pytest.raises(QuotaExceeded) as info:

@@ -26,6 +26,7 @@ WORKER = IMAGE_REFS["worker"]
 NOTEBOOK = IMAGE_REFS["notebook"]
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 GPU_TOLERATION = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+LOCK_WAIT = float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600"))  # another session's node may be up
 
 
 if node.host_unavailable_reason():  # one line for the whole module
@@ -153,7 +154,7 @@ def test_a_sigkilled_cluster_leaves_nothing_after_down_or_the_next_up(k8s_bin_di
     record = node.read_record()
     if record and record.get("owner_pid") == os.getpid():
         pytest.skip("this session already runs the shared real-node cluster; run this test first")
-    node.teardown()  # whatever an earlier run left; `before` is the clean machine
+    node.teardown_when_free(LOCK_WAIT)  # whatever an earlier run left; `before` is the clean machine
     before = host_state()
     state = str(tmp_path / "crash")
     t0 = time.monotonic()
@@ -202,7 +203,7 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
     record = node.read_record()
     if record and record.get("owner_pid") == os.getpid():
         pytest.skip("this session already runs the shared real-node cluster; run this test first")
-    node.teardown()
+    node.teardown_when_free(LOCK_WAIT)
     before = host_state()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     owner = subprocess.Popen([sys.executable, "-c", OWNER.format(repo=repo, state=str(tmp_path / "owned"),

@@ -484,6 +484,7 @@ class Cluster:
         self.server = None
         self.ports = {}
         self.pids = {}
+        self._commands = {}  # name -> (argv, env) of each component, for restart_component
         self.pki = {}
         self._ssl = None
 
@@ -611,7 +612,20 @@ class Cluster:
         if problems:
             raise ClusterError("; ".join(problems))
 
+    def restart_component(self, name, timeout=120.0):
+        """Stop one control-plane component (e.g. kube-apiserver) and start it again with
+        the same command line; for tests of what survives such a restart."""
+        cmd, env = self._commands[name]
+        left = stop_pids({name: self.pids[name]})
+        if left:
+            raise ClusterError(f"{name} did not stop: {left}")
+        self._spawn(name, cmd, env)
+        deadline = time.monotonic() + timeout
+        if name == "kube-apiserver":
+            self._wait(deadline, "kube-apiserver /readyz", lambda: self._get_ok("/readyz"))
+
     def _spawn(self, name, cmd, env=None):
+        self._commands[name] = (cmd, env)
         log = open(self._path("logs", f"{name}.log"), "ab")
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -671,6 +671,32 @@ def _remove_host_leftovers(record):
                 pass
 
 
+def teardown_when_free(timeout=600.0):
+    """Remove what an earlier, dead real node left, once no live cluster holds the machine:
+    wait for the lock (taking over a node whose owner died), tear down, release it."""
+    os.makedirs(RUN_DIR, exist_ok=True)
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                record = read_record() or {}
+                owner = record.get("owner_pid")
+                if owner and not pid_alive(owner):
+                    teardown(record)
+                    continue
+                if time.monotonic() > deadline:
+                    raise NodeError(f"the real node of {record.get('state_dir')} is still running; "
+                                    f"waited {timeout:.0f}s for {LOCK_FILE}")
+                time.sleep(1)
+        return teardown()
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def teardown(record=None, keep=()):
     """Remove everything a real node created (from `record`, else RECORD, plus sweeps by name),
     sparing the processes in `keep` (a new lock holder). Idempotent; safe after a crash or

@@ -1,0 +1,205 @@
+"""The Kubernetes hub (hub_config/jupyterhub_config.py, KubeSpawner) as the cluster tier runs
+it, and helpers to act as its users: the `hub` fixture (conftest) starts one per session.
+
+The hub and the proxy are real processes on this machine; notebook pods are real pods
+admitted by the API server (Pod Security `restricted`). CPU notebooks run for real on
+the real node from the notebook image (`make images`) and answer through the proxy;
+GPU notebooks are placed on the KWOK GPU nodes (nothing runs there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import kubernetes
+import requests
+
+from cluster_helpers import GPU_TOLERATION, wait_for
+from hubutil import HubError, LocalHub, free_port
+from serverutil import sse_events
+from tools.k8s.cluster import IMAGE_REFS
+from tools.k8s.node import NODE_IP
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = f"t5{uuid.uuid4().hex[:4]}"
+DATASETS = [{"name": "imagenet", "mount_path": "/datasets/imagenet", "sub_path": "imagenet",
+             "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
+             "claim": {"accessModes": ["ReadOnlyMany"], "storageClassName": "datasets",
+                       "resources": {"requests": {"storage": "1Gi"}}}}]
+# The real node has 2 CPUs for notebooks and workers together: everything asks for little.
+SMALL = {"cpu": "400m", "memory": "1Gi"}
+GPU_SPAWN_GIVES_UP = 20  # seconds the hub waits for a (KWOK, never answering) GPU notebook
+
+
+class KubeHub(LocalHub):
+    """The Kubernetes hub config, run as a local process that talks to the test cluster.
+
+    Its API listens on the real node's bridge address, so notebook pods reach it."""
+
+    config = REPO / "hub_config" / "jupyterhub_config.py"
+    extra_args = (f"--KubeSpawner.http_timeout={GPU_SPAWN_GIVES_UP}",)
+
+    namespace = f"{PREFIX}-hub"
+
+    def __init__(self, home: Path, kubeconfig: str):
+        super().__init__(home, password="any")
+        self.kubeconfig = kubeconfig
+        self.quota_port = free_port()
+        self.admin_token = ""
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        return {
+            **env,
+            "KUBECONFIG": self.kubeconfig,
+            "PADDLECLOUD_AUTHENTICATOR_CLASS": "dummy",
+            "PADDLECLOUD_ALLOWED_USERS": "alice,bob,carol,dave",
+            "PADDLECLOUD_HUB_STATE_DIR": str(self.home),
+            "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_IP": NODE_IP,
+            "PADDLECLOUD_HUB_CONNECT_URL": f"http://{NODE_IP}:{self.hub_api_port}",
+            "PADDLECLOUD_HUB_NAMESPACE": self.namespace,
+            "PADDLECLOUD_USER_NAMESPACE_TEMPLATE": PREFIX + "-{username}",
+            "PADDLECLOUD_HOME_STORAGE_CLASS": "home",
+            "PADDLECLOUD_JOBS_SHARE_HOME": "true",
+            "PADDLECLOUD_CPU_PROFILE": json.dumps({"cpu": "250m", "memory": "1Gi"}),
+            "PADDLECLOUD_DATASETS": json.dumps(DATASETS),
+            "PADDLECLOUD_WORKER_IMAGES": json.dumps([{"name": IMAGE_REFS["worker"]}]),
+            "PADDLECLOUD_GPU_TOLERATIONS": json.dumps([GPU_TOLERATION]),
+            "PADDLECLOUD_DEFAULT_QUOTA": json.dumps({"gpus": 2, "cpu": "40", "memory": "200Gi", "pods": 20}),
+            "PADDLECLOUD_QUOTA_SERVICE_PORT": str(self.quota_port),
+        }
+
+    def restart(self) -> None:
+        """Stop the hub as an upgrade or a crash would and start it again. Notebooks and
+        jobs are left alone (the Kubernetes config keeps servers on a hub stop)."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.start()
+
+    def start_server(self, name: str, token: str, profile: str) -> requests.Response:
+        if self.hub_api("GET", f"/users/{name}", token).status_code == 404:
+            assert self.hub_api("POST", f"/users/{name}", token).status_code == 201
+        return self.hub_api("POST", f"/users/{name}/server", token, json={"profile": profile})
+
+    def server(self, name: str, token: str) -> dict | None:
+        return self.hub_api("GET", f"/users/{name}", token).json().get("servers", {}).get("")
+
+    def wait_ready(self, name: str, token: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            server = self.server(name, token)
+            if server and server.get("ready"):
+                return
+            if not server:
+                raise HubError(f"{name}'s server stopped while starting:\n{self.log_tail()}")
+            time.sleep(0.5)
+        raise HubError(f"{name}'s server not ready in {timeout}s:\n{self.log_tail()}")
+
+    def wait_gone(self, name: str, token: str, timeout: float = 120) -> None:
+        wait_for(lambda: not self.server(name, token), timeout=timeout, what=f"{name}'s server gone")
+
+    def ensure_running(self, name: str, token: str) -> None:
+        """`name` has a ready CPU notebook (started now if it has none)."""
+        if not (self.server(name, token) or {}).get("ready"):
+            assert self.start_server(name, token, "paddle-cpu").status_code in (201, 202, 400)
+            self.wait_ready(name, token)
+
+
+POOL = [("home", ["ReadWriteMany"], 6), ("datasets", ["ReadOnlyMany"], 6)]
+
+
+def storage_pool(core_v1, tmp_path):
+    """Static PersistentVolumes for home and dataset claims (no provisioner runs here),
+    on the real node's disk: homes are ReadWriteMany (jobs share them), writable by uid 1000."""
+    for kind, modes, count in POOL:
+        for i in range(count):
+            folder = tmp_path / f"{kind}-{i}"
+            folder.mkdir(mode=0o777)
+            os.chmod(folder, 0o777)
+            core_v1.create_persistent_volume({"metadata": {"name": f"{PREFIX}-{kind}-{i}"}, "spec": {
+                "capacity": {"storage": "10Gi"}, "accessModes": modes, "storageClassName": kind,
+                "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(folder)}}})
+
+
+def remove_storage_pool(core_v1):
+    for kind, _modes, count in POOL:
+        for i in range(count):
+            try:
+                core_v1.delete_persistent_volume(f"{PREFIX}-{kind}-{i}")
+            except kubernetes.client.ApiException:
+                pass
+
+
+def ns(user):
+    return f"{PREFIX}-{user}"
+
+
+def notebook_pod(core_v1, user):
+    pods = core_v1.list_namespaced_pod(ns(user), label_selector="component=singleuser-server").items
+    return pods[0] if len(pods) == 1 else None
+
+
+def in_notebook(cluster, user, *command, timeout=600) -> subprocess.CompletedProcess:
+    """Run a command inside the user's notebook container (kubectl exec: its own env and identity)."""
+    pod = f"jupyter-{user}"
+    return subprocess.run([os.path.join(cluster.bin_dir, "kubectl"), "--kubeconfig", cluster.kubeconfig, "exec",
+                           "-n", ns(user), pod, "-c", "notebook", "--", *command],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def follow(base: str, headers: dict, name: str, timeout: float = 600) -> tuple[list[str], dict]:
+    """Every log line of a job through the notebook server's SSE endpoint, and its end."""
+    lines, end = [], None
+    with requests.get(f"{base}/paddle/api/jobs/{name}/logs", params={"follow": "1"}, headers=headers,
+                      stream=True, timeout=timeout) as response:
+        assert response.status_code == 200, response.text
+        for event, data in sse_events(response):
+            if event == "end":
+                end = json.loads(data)
+            else:
+                lines.append(data)
+    return lines, end
+
+
+MY_TRAIN = """import os
+import paddle_ext
+import model
+
+rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+print(f"rank {rank}: model {model.VERSION}", flush=True)
+paddle_ext.report(step=1, loss=0.5 + rank)
+if rank == 0:
+    with open(os.path.join(os.environ["PADDLECLOUD_OUTPUT_DIR"], "result.txt"), "w") as f:
+        f.write(f"checkpoint of model {model.VERSION}\\n")
+"""
+
+
+def write_file(hub, user, path, text):
+    response = requests.put(f"{hub.url}/user/{user}/api/contents/{path}",
+                            headers={"Authorization": f"token {hub.admin_token}"}, timeout=30,
+                            json={"type": "file", "format": "text", "content": text})
+    assert response.status_code in (200, 201), response.text
+
+
+def wait_job(hub, user, name, timeout=600) -> dict:
+    headers = {"Authorization": f"token {hub.admin_token}"}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = requests.get(f"{hub.url}/user/{user}/paddle/api/jobs/{name}", headers=headers, timeout=60).json()
+        if job["phase"] in ("Succeeded", "Failed", "Cancelled"):
+            return job
+        time.sleep(1)
+    raise AssertionError(f"{user}'s job {name} did not end in {timeout}s: {job}")
+
+
+def python_in_notebook(cluster, user, code: str) -> str:
+    """Run `code` with the notebook's Python, as its kernels would; its last line of output."""
+    done = in_notebook(cluster, user, "python", "-c", code)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]

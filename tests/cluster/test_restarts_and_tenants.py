@@ -1,0 +1,200 @@
+"""Restarts lose nothing and tenants stay apart, on the real node (issue 13): a notebook pod
+deleted mid-job, a hub restart, a kube-apiserver restart during a followed log; one user's
+hub token, service account and cookie against another's server, namespace and quota."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import kubernetes
+import requests
+
+from cluster_helpers import wait_for
+from kubehub import SMALL, follow, notebook_pod, ns
+from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.spec import JobSpec
+from tools.k8s.cluster import IMAGE_REFS
+
+
+def worker_logs(core_v1, namespace, job) -> dict[int, list[str]]:
+    """What the kubelet has of each worker's output: the reference a merged log must match."""
+    pods = core_v1.list_namespaced_pod(namespace, label_selector=f"paddlecloud.io/job={job}").items
+    return {int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]):
+            core_v1.read_namespaced_pod_log(p.metadata.name, namespace, container="paddle").splitlines()
+            for p in pods}
+
+
+def split_merged(lines: list[str], workers: int) -> dict[int, list[str]]:
+    return {i: [line.split("] ", 1)[1] for line in lines if line.startswith(f"[worker-{i}] ")] for i in range(workers)}
+
+
+def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_follows_it_whole(hub, core_v1):
+    token = hub.admin_token
+    hub.ensure_running("bob", token)
+    headers = {"Authorization": f"token {token}"}
+    base = f"{hub.url}/user/bob"
+    created = requests.post(f"{base}/paddle/api/jobs", headers=headers, timeout=120, json={
+        "name": "survivor", "command": ["python", "ticker.py", "--count", "120", "--interval", "0.25"],
+        "workers": 2, **SMALL})
+    assert created.status_code == 201, created.text
+    seen = []
+    with requests.get(f"{base}/paddle/api/jobs/survivor/logs", params={"follow": "1"}, headers=headers,
+                      stream=True, timeout=600) as response:
+        for raw in response.iter_lines(decode_unicode=True):
+            if raw and raw.startswith("data: tick"):
+                seen.append(raw)
+            if len(seen) >= 10:
+                break
+    old = notebook_pod(core_v1, "bob")
+    core_v1.delete_namespaced_pod(old.metadata.name, ns("bob"), grace_period_seconds=0)
+    hub.wait_gone("bob", token, timeout=180)
+    jobs = kubernetes.client.BatchV1Api(core_v1.api_client)
+    assert jobs.read_namespaced_job_status("survivor", ns("bob")).status.active == 2  # untouched
+    hub.ensure_running("bob", token)
+    assert notebook_pod(core_v1, "bob").metadata.uid != old.metadata.uid
+    lines, end = follow(base, headers, "survivor")  # re-attached from the new notebook pod
+    assert end["phase"] == "Succeeded"
+    assert split_merged(lines, 2) == worker_logs(core_v1, ns("bob"), "survivor")  # none lost, none repeated
+
+
+def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_comes_back(hub, core_v1):
+    token = hub.admin_token
+    hub.ensure_running("bob", token)
+    headers = {"Authorization": f"token {token}"}
+    base = f"{hub.url}/user/bob"
+    created = requests.post(f"{base}/paddle/api/jobs", headers=headers, timeout=120, json={
+        "name": "outlives-hub", "command": ["python", "ticker.py", "--count", "100000"], **SMALL})
+    assert created.status_code == 201, created.text
+    wait_for(lambda: requests.get(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60)
+             .json()["phase"] == "Running", timeout=300, what="the job running")
+    pod = notebook_pod(core_v1, "bob")
+    hub.restart()
+    started = time.monotonic()
+    wait_for(lambda: requests.get(f"{hub.url}/services/quota/api/quotas/users/bob", headers=headers,
+                                  timeout=10).status_code == 200, timeout=120, interval=0.5,
+             what="the quota page after the hub's restart")
+    print(f"\nquota page back {time.monotonic() - started:.1f}s after the hub started again")
+    assert notebook_pod(core_v1, "bob").metadata.uid == pod.metadata.uid  # the same pod, never restarted
+    job = requests.get(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60).json()
+    assert job["phase"] == "Running"
+    assert requests.delete(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60).status_code == 202
+
+
+async def test_a_kube_apiserver_restart_during_logs_follow_loses_and_repeats_nothing(real_cluster, core_v1,
+                                                                                   namespace):
+    jobs = KubernetesBackend(kubeconfig=real_cluster.kubeconfig, namespace=namespace,
+                             images=[{"name": IMAGE_REFS["worker"]}], log_idle_check_seconds=0.5)
+    lines: list[str] = []
+    try:
+        await jobs.submit(JobSpec(name="steady", command=["python", "ticker.py", "--count", "160", "--interval",
+                                                           "0.25"], workers=2, **SMALL))
+
+        async def follow_all():
+            async for line in jobs.logs("steady", follow=True):
+                lines.append(line)
+
+        follower = asyncio.ensure_future(follow_all())
+        deadline = time.monotonic() + 300
+        while sum(line.startswith("[worker-1] tick") for line in lines) < 10 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert not follower.done(), "the follower ended before the restart"
+        await asyncio.to_thread(real_cluster.restart_component, "kube-apiserver")
+        await asyncio.wait_for(follower, 600)
+        assert (await jobs.get("steady")).phase == "Succeeded"
+        assert split_merged(lines, 2) == worker_logs(core_v1, namespace, "steady")
+    finally:
+        await jobs.close()
+
+
+# ---------------------------------------------------------------- tenants
+
+
+def account_api(core_v1, namespace) -> kubernetes.client.ApiClient:
+    """An API client with the notebook service account's own token in `namespace`."""
+    token = core_v1.create_namespaced_service_account_token(
+        "paddlecloud-notebook", namespace, {"spec": {"expirationSeconds": 600}}).status.token
+    configuration = kubernetes.client.Configuration()
+    configuration.host = core_v1.api_client.configuration.host
+    configuration.ssl_ca_cert = core_v1.api_client.configuration.ssl_ca_cert
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    return kubernetes.client.ApiClient(configuration)
+
+
+def refused(action) -> bool:
+    try:
+        action()
+    except kubernetes.client.ApiException as exc:
+        return exc.status == 403
+    return False
+
+
+def test_tenants_stay_apart(hub, core_v1):
+    token = hub.admin_token
+    for user in ("alice", "bob"):
+        hub.ensure_running(user, token)
+    alice, bob = ns("alice"), ns("bob")
+    tried = 0
+
+    # alice's hub token on bob's server
+    alice_token = hub.new_token(hub.login("alice"), "alice")
+    for method, path in (("GET", "/api/status"), ("GET", "/paddle/api/jobs"), ("POST", "/paddle/api/jobs"),
+                         ("GET", "/api/contents")):
+        response = requests.request(method, f"{hub.url}/user/bob{path}", json={"command": ["x"]}, timeout=30,
+                                    headers={"Authorization": f"token {alice_token}"}, allow_redirects=False)
+        assert response.status_code == 403, (method, path, response.status_code)
+        tried += 1
+
+    # alice's service account on bob's namespace, and on what rules her own
+    with account_api(core_v1, alice) as api:
+        core, batch = kubernetes.client.CoreV1Api(api), kubernetes.client.BatchV1Api(api)
+        rbac = kubernetes.client.RbacAuthorizationV1Api(api)
+        bobs_pod = notebook_pod(core_v1, "bob").metadata.name
+        job = {"metadata": {"name": "sneak"}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": IMAGE_REFS["worker"]}]}}}}
+        actions = [
+            lambda: batch.list_namespaced_job(bob), lambda: batch.create_namespaced_job(bob, job, dry_run="All"),
+            lambda: core.list_namespaced_pod(bob), lambda: core.read_namespaced_pod_log(bobs_pod, bob),
+            lambda: core.delete_namespaced_pod(bobs_pod, bob, dry_run="All"),
+            lambda: core.list_namespaced_service(bob),
+            lambda: core.create_namespaced_service(bob, {"metadata": {"name": "s"}, "spec": {
+                "clusterIP": "None", "ports": [{"port": 1}]}}, dry_run="All"),
+            lambda: core.read_namespaced_resource_quota("paddlecloud-quota", bob),
+            lambda: rbac.read_namespaced_role("paddlecloud-notebook", bob),
+            lambda: core.list_namespaced_secret(alice),
+            lambda: core.patch_namespaced_resource_quota("paddlecloud-quota", alice,
+                                                         {"spec": {"hard": {"requests.nvidia.com/gpu": "100"}}}),
+            lambda: core.delete_namespaced_resource_quota("paddlecloud-quota", alice),
+            lambda: rbac.patch_namespaced_role("paddlecloud-notebook", alice, {"rules": []}),
+            lambda: rbac.create_namespaced_role_binding(alice, {
+                "metadata": {"name": "more"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                          "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": "paddlecloud-notebook", "namespace": alice}]}),
+            lambda: core.patch_namespaced_limit_range("paddlecloud-defaults", alice, {"spec": {"limits": []}}),
+            lambda: core.patch_namespace(alice, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce":
+                                                                         "privileged"}}}),
+        ]
+        for action in actions:
+            assert refused(action), action.__code__.co_consts
+        tried += len(actions)
+        assert batch.list_namespaced_job(alice) is not None  # her own jobs she may see
+
+    # non-admins on the quota service's writes
+    for path, body in (("quotas/users/alice", {"gpus": 100}), ("quotas/groups/ml", {"gpus": 100}),
+                       ("quotas/default", {"gpus": 100})):
+        response = requests.put(f"{hub.url}/services/quota/api/{path}", json=body, timeout=30,
+                                headers={"Authorization": f"token {alice_token}"})
+        assert response.status_code == 403, (path, response.text)
+        tried += 1
+
+    # cookie-authenticated writes without the XSRF token
+    browser = hub.login("alice")
+    assert browser.get(f"{hub.url}/user/alice/lab", timeout=60).status_code == 200  # the OAuth dance sets cookies
+    for method in ("POST", "DELETE"):
+        path = "/paddle/api/jobs" if method == "POST" else "/paddle/api/jobs/anything"
+        response = browser.request(method, f"{hub.url}/user/alice{path}", json={"command": ["python", "x.py"]},
+                                   timeout=30)
+        assert response.status_code == 403, (method, response.status_code, response.text[:200])
+        tried += 1
+    print(f"\ntenant checks: {tried} tried, all refused")
+
