@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,21 +19,31 @@ from pathlib import Path
 import psutil
 import requests
 
-from serverutil import sse_events  # noqa: F401 (tests import it from here too)
+from serverutil import describe, free_port, processes_under, sse_events, wait_for  # noqa: F401 (re-exported)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "hub_config" / "local_config.py"
 PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class HubError(RuntimeError):
     pass
+
+
+def login(url: str, name: str, password: str) -> requests.Session:
+    """Log in to the hub at `url` through its login form (with its _xsrf field), as a
+    browser does; returns the session (its cookies). HubError if the hub refuses."""
+    session = requests.Session()
+    form = session.get(url + "/hub/login", timeout=60)
+    form.raise_for_status()
+    xsrf = session.cookies.get("_xsrf")
+    if not xsrf:
+        raise HubError("the login page set no _xsrf cookie")
+    response = session.post(url + "/hub/login", data={"username": name, "password": password, "_xsrf": xsrf},
+                            allow_redirects=False, timeout=60)
+    if response.status_code != 302:
+        raise HubError(f"login as {name!r} failed: HTTP {response.status_code}")
+    return session
 
 
 class LocalHub:
@@ -78,32 +87,24 @@ class LocalHub:
             cwd=self.home, env=self.environment(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise HubError(f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if requests.get(self.url + "/hub/health", timeout=2).status_code == 200:
-                    return self
+                return requests.get(self.url + "/hub/health", timeout=5).status_code == 200
             except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        raise HubError(f"jupyterhub did not answer at {self.url}/hub/health within {timeout:.0f}s:\n{self.log_tail()}")
+                return False
+
+        try:
+            wait_for(healthy, timeout, f"jupyterhub to answer at {self.url}/hub/health", interval=0.5)
+        except AssertionError as exc:
+            raise HubError(f"{exc}:\n{self.log_tail()}") from None
+        return self
 
     def processes(self) -> list[psutil.Process]:
         """Every live process whose PADDLECLOUD_HOME is this hub's folder or under it."""
-        found = []
-        prefix = str(self.home)
-        for proc in psutil.process_iter():
-            try:
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                home = proc.environ().get("PADDLECLOUD_HOME", "")
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-            if home == prefix or home.startswith(prefix + os.sep):
-                found.append(proc)
-        return found
+        return processes_under(self.home)
 
     def stop(self, grace: float = 45) -> list[str]:
         """Stop the hub the way Ctrl-C does, then kill whatever is left.
@@ -122,10 +123,9 @@ class LocalHub:
         while leftovers and time.monotonic() < deadline:
             time.sleep(0.5)
             leftovers = self.processes()
-        described = []
+        described = describe(leftovers)
         for proc in leftovers:
             try:
-                described.append(f"pid {proc.pid}: {' '.join(proc.cmdline())[:200]}")
                 os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
             except (psutil.NoSuchProcess, ProcessLookupError):
                 pass
@@ -149,20 +149,7 @@ class LocalHub:
 
     def login(self, name: str, password: str | None = None) -> requests.Session:
         """Log in through the login form (with its _xsrf field); returns the browser-like session."""
-        session = requests.Session()
-        form = session.get(self.url + "/hub/login", timeout=30)
-        form.raise_for_status()
-        xsrf = session.cookies.get("_xsrf")
-        if not xsrf:
-            raise HubError("the login page set no _xsrf cookie")
-        response = session.post(
-            self.url + "/hub/login",
-            data={"username": name, "password": self.password if password is None else password, "_xsrf": xsrf},
-            allow_redirects=False, timeout=60,
-        )
-        if response.status_code != 302:
-            raise HubError(f"login as {name!r} failed: HTTP {response.status_code}")
-        return session
+        return login(self.url, name, self.password if password is None else password)
 
     def new_token(self, session: requests.Session, name: str) -> str:
         """A hub API token for the logged-in user, created with the session cookie."""
@@ -177,7 +164,7 @@ class LocalHub:
         return response.json()["token"]
 
     def hub_api(self, method: str, path: str, token: str, **kwargs) -> requests.Response:
-        kwargs.setdefault("timeout", 30)
+        kwargs.setdefault("timeout", 60)
         headers = {"Authorization": f"token {token}", **kwargs.pop("headers", {})}
         return requests.request(method, f"{self.url}/hub/api{path}", headers=headers, **kwargs)
 

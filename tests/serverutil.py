@@ -1,4 +1,19 @@
-"""A real Jupyter server with the paddle_ext extension, as a subprocess on 127.0.0.1."""
+"""The shared test helpers every tier builds on (one copy each):
+
+- `free_port()`: a free TCP port on 127.0.0.1;
+- `wait_for(check, timeout, what)`: await a condition; a timeout FAILS the test, naming
+  what was awaited and the last value seen (no test continues after a wait ran out);
+- `processes_under(home)` / `assert_no_processes_under(home)`: live processes whose
+  PADDLECLOUD_HOME is `home` or below it (servers, hubs, proxies, job workers), so a test
+  can assert that nothing it started is left running; `job_pids(home, name)`: a local
+  job's own processes;
+- `assert_error(response, status, code)`: the JSON error body every API promises;
+- `Gate`: a file a test job waits for, so "while the job runs" is a condition the test
+  holds, not a race against the machine's speed (tests/local/scripts/ticker.py --until);
+- `JupyterServer`: a real Jupyter server with the paddle_ext extension, and `sse_events`.
+
+hubutil.py (the local JupyterHub, login) and browser/labpage.py (pages) build on these.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +23,142 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
+import psutil
 import requests
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "the condition",
+             interval: float = 0.2) -> T:
+    """Poll `check()` until it returns something truthy and return that; after `timeout`
+    seconds raise AssertionError naming `what` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last seen: {value!r}"[:3000])
+        time.sleep(interval)
+
+
+def processes_under(home: Path | str) -> list[psutil.Process]:
+    """Every live process whose PADDLECLOUD_HOME is `home` or a folder under it."""
+    prefix = str(Path(home).absolute())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            value = proc.environ().get("PADDLECLOUD_HOME", "")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if value == prefix or value.startswith(prefix + os.sep):
+            found.append(proc)
+    return found
+
+
+def describe(procs: list[psutil.Process]) -> list[str]:
+    described = []
+    for proc in procs:
+        try:
+            described.append(f"pid {proc.pid}: {' '.join(proc.cmdline())[:200]}")
+        except psutil.NoSuchProcess:
+            pass
+    return described
+
+
+def kill_all(procs: list[psutil.Process]) -> None:
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def assert_no_processes_under(home: Path | str, timeout: float = 30.0) -> None:
+    """Wait (up to `timeout`) for every process under `home` to end; kill and FAIL if any stays."""
+    deadline = time.monotonic() + timeout
+    left = processes_under(home)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.3)
+        left = processes_under(home)
+    described = describe(left)
+    kill_all(left)
+    assert not described, f"processes still running under {home}:\n" + "\n".join(described)
+
+
+def job_pids(home: Path | str, name: str | None = None) -> list[int]:
+    """Every live process of local job `name` (or of every job) under state folder `home`,
+    found by its workers' process groups (supervisor, launcher, trainers)."""
+    from paddle_ext.backends import local_files
+
+    jobs = Path(home) / "jobs"
+    folders = [jobs / name] if name else [p for p in jobs.iterdir() if p.is_dir() and not p.name.startswith(".")] \
+        if jobs.is_dir() else []
+    return [pid for folder in folders for pgid in local_files.worker_pids(str(folder)).values()
+            for pid in local_files.group_members(pgid)]
+
+
+def assert_error(response: requests.Response, status: int, code: str) -> dict:
+    """`status` with the documented body: JSON {"error": code, "message": one sentence}."""
+    assert response.status_code == status, (response.status_code, response.text[:300])
+    assert response.headers.get("Content-Type", "").startswith("application/json"), response.headers
+    body = response.json()
+    assert body.get("error") == code, body
+    message = body.get("message")
+    assert isinstance(message, str) and len(message) > 1 and message.endswith(".") \
+        and "\n" not in message and "Traceback" not in message, body
+    return body
+
+
+class Gate:
+    """A file in `folder` that test jobs wait for (`ticker.py --until <gate.path>`):
+    they run until the test calls `open()`.
+
+    `open_after(seconds)` is a failsafe for a test that blocks on a stream which ends only
+    with the job: it opens the gate late, so the job ends, and sets `forced`, which the
+    test then asserts is False (what it waited for never came)."""
+
+    def __init__(self, folder: Path | str, name: str | None = None):
+        self.path = Path(folder).absolute() / (name or f"gate-{os.urandom(4).hex()}")
+        self.forced = False
+        self._timer: threading.Timer | None = None
+
+    def open(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.path.touch()
+
+    @property
+    def is_open(self) -> bool:
+        return self.path.exists()
+
+    def open_after(self, seconds: float) -> "Gate":
+        def force():
+            if not self.is_open:
+                self.forced = True
+                self.path.touch()
+
+        self._timer = threading.Timer(seconds, force)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __str__(self) -> str:
+        return str(self.path)
 
 
 class JupyterServer:
@@ -32,7 +173,7 @@ class JupyterServer:
         self.proc: subprocess.Popen | None = None
         self.log_path = home / f"server-{self.port}.log"
 
-    def start(self, timeout: float = 60) -> "JupyterServer":
+    def start(self, timeout: float = 120) -> "JupyterServer":
         # The token travels in the environment: on the command line every local user could
         # read it (ps), and jupyter_server logs its command-line config at debug level.
         env = {**os.environ, "PADDLECLOUD_HOME": str(self.home), "PADDLECLOUD_BACKEND": "local",
@@ -45,17 +186,18 @@ class JupyterServer:
              *self.extra_args],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        log.close()
+
+        def up() -> bool:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter server exited: {self.log_path.read_text()[-2000:]}")
+                raise AssertionError(f"jupyter server exited: {self.log_path.read_text()[-2000:]}")
             try:
-                if requests.get(self.url + "/api/status", headers=self.headers, timeout=2).ok:
-                    return self
+                return requests.get(self.url + "/api/status", headers=self.headers, timeout=5).ok
             except requests.ConnectionError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"jupyter server did not start: {self.log_path.read_text()[-2000:]}")
+                return False
+
+        wait_for(up, timeout, f"the Jupyter server at {self.url} (log: {self.log_path})", interval=0.3)
+        return self
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -66,13 +208,25 @@ class JupyterServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
 
+    def stop_and_check(self) -> None:
+        """Cancel every unfinished job, stop the server, and FAIL if any process under its
+        home (the server, a job's supervisor, launcher or trainer) is left running."""
+        try:
+            if self.proc and self.proc.poll() is None:
+                for job in self.api("GET", "/jobs").json()["jobs"]:
+                    if job["phase"] not in ("Succeeded", "Failed", "Cancelled"):
+                        self.api("DELETE", f"/jobs/{job['name']}")
+        finally:
+            self.stop()
+        assert_no_processes_under(self.home)
+
     @property
     def headers(self) -> dict:
         return {"Authorization": f"token {self.token}"}
 
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
         kwargs.setdefault("headers", self.headers)
-        kwargs.setdefault("timeout", 30)
+        kwargs.setdefault("timeout", 60)
         return requests.request(method, self.url + "/paddle/api" + path, **kwargs)
 
     def submit(self, **spec) -> dict:
@@ -96,16 +250,31 @@ class JupyterServer:
                 end = json.loads(data)
             else:
                 lines.append(data)
+        assert end is not None, f"the log stream of {name} closed without `event: end`"
         return lines, end
 
-    def wait_for(self, name: str, phases, timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            job = self.api("GET", f"/jobs/{name}").json()
-            if job["phase"] in phases:
-                return job
-            time.sleep(0.3)
-        raise AssertionError(f"job {name} never reached {phases}; last: {job}")
+    def job(self, name: str) -> dict:
+        response = self.api("GET", f"/jobs/{name}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def wait_for(self, name: str, phases, timeout: float = 180) -> dict:
+        """The job once its phase is one of `phases`; FAILS after `timeout` seconds."""
+        seen = {}
+
+        def reached():
+            seen["job"] = self.job(name)
+            return seen["job"] if seen["job"]["phase"] in phases else None
+
+        try:
+            return wait_for(reached, timeout, f"job {name} to reach {phases}", interval=0.3)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nlast state: {seen.get('job')}") from None
+
+    def log(self, name: str, **params) -> str:
+        response = self.api("GET", f"/jobs/{name}/logs", params=params)
+        assert response.status_code == 200, response.text
+        return response.text
 
 
 def sse_events(response: requests.Response):
@@ -124,5 +293,3 @@ def sse_events(response: requests.Response):
             event = raw[len("event:"):].strip()
         elif raw.startswith("data:"):
             data.append(raw[len("data: "):] if raw.startswith("data: ") else raw[len("data:"):])
-
-

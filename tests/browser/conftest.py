@@ -7,13 +7,11 @@ Screenshots go to test-artifacts/browser/ (gitignored); a failing test also leav
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hubutil import REPO  # noqa: E402
+from hubutil import REPO
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "test-artifacts" / "browser"

@@ -1,4 +1,4 @@
-"""Helpers for driving JupyterLab pages of the local hub in the browser tier."""
+"""Helpers for driving the local hub's pages in the browser tier (one copy of each)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ import re
 from playwright.sync_api import expect
 
 SECOND = 1000  # Playwright timeouts are in milliseconds
+
+
+def log_in(page, hub, name: str) -> None:
+    """Log in through the hub's form; returns once the hub has redirected (to the hub or the user's server)."""
+    page.goto(hub.url + "/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub.password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r"/(hub|user)/"), timeout=120 * SECOND)
 
 
 def log_in_to_lab(page, hub, name: str) -> None:
@@ -28,3 +37,22 @@ def dismiss_news_toast(page) -> None:
         toast.first.click(timeout=2 * SECOND)
     except Exception:
         pass
+
+
+def wait_for_idle_kernel(page) -> None:
+    """Shift+Enter before the kernel is connected can be dropped silently."""
+    expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=180 * SECOND)
+
+
+def run_cell(cell, page, attempts: int = 3) -> None:
+    """Shift+Enter in the cell; retried if JupyterLab did not take it (the prompt stays `[ ]:`)."""
+    prompt = cell.locator(".jp-InputPrompt")
+    for _ in range(attempts):
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            expect(prompt).not_to_have_text(re.compile(r"^\s*\[\s*\]:\s*$"), timeout=10 * SECOND)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"the cell did not run after {attempts} Shift+Enter presses")

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from paddle_ext import JobClient
 from paddle_ext.backends.local import LocalBackend
 from paddle_ext.spec import JobSpec
-from test_quota_admin import SECOND, log_in
+from labpage import SECOND, log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

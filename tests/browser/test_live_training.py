@@ -1,30 +1,36 @@
 """A cell magic's live monitor in a real browser: a researcher runs `%%paddle_train` in
 JupyterLab and watches the metric charts (bqplot) appear and grow while the job runs,
-then hides the framework's lines with "My output only"."""
+then hides the framework's lines with "My output only".
+
+The training cell waits at two gates (files the test creates in the notebook's folder),
+so "while the job runs" is a state the test holds, not a race with the machine's speed:
+10 steps, gate, 10 steps, gate, 20 steps."""
 
 from __future__ import annotations
 
 import re
-import time
 
 import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from test_quickstart import dismiss_news_toast, run_cell
+from labpage import SECOND, dismiss_news_toast, log_in_to_lab, run_cell, wait_for_idle_kernel
+from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 USER = "erin"
-SECOND = 1000
 TRAINING = """%%paddle_train --workers 2
 import os, time
 import paddle_ext
 rank = int(os.environ["PADDLE_TRAINER_ID"])
 for step in range(40):
+    for gate, at in (("gate-a", 10), ("gate-b", 20)):
+        while step == at and not os.path.exists(gate):
+            time.sleep(0.2)
     paddle_ext.report(step=step, loss=2.0 / (step + 1) + 0.1 * rank, acc=step / 40)
     print(f"rank {rank}: step {step}", flush=True)
-    time.sleep(0.5)
+    time.sleep(0.1)
 print(f"rank {rank}: done", flush=True)
 """
 
@@ -47,17 +53,12 @@ def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifa
     home.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, home / "live.ipynb")
     try:
-        page.goto(hub.url + "/hub/login")
-        page.fill("#username_input", USER)
-        page.fill("#password_input", hub.password)
-        page.click("#login_submit")
-        page.wait_for_url(re.compile(rf"/user/{USER}/lab"), timeout=300 * SECOND)
-        expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=120 * SECOND)
+        log_in_to_lab(page, hub, USER)
         dismiss_news_toast(page)
         page.goto(f"{hub.url}/user/{USER}/lab/tree/live.ipynb")
         cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
         expect(cells.nth(1)).to_contain_text("paddle_train", timeout=120 * SECOND)
-        expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=180 * SECOND)
+        wait_for_idle_kernel(page)
         run_cell(cells.nth(0), page)
         run_cell(cells.nth(1), page)
 
@@ -66,13 +67,14 @@ def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifa
         expect(monitor.locator(".paddle-progress").first).to_be_visible(timeout=60 * SECOND)
         chart = monitor.locator(".paddle-chart", has_text="loss")
         expect(chart).to_be_visible(timeout=180 * SECOND)
-        counts = [points_drawn(page)]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(set(counts)) < 3:
-            time.sleep(1.5)
-            counts.append(points_drawn(page))
-        print("points drawn over time:", counts)
-        assert 0 < counts[0] < counts[-1] < 80, f"the chart should grow while the job runs: {counts}"
+        phase = monitor.locator(".paddle-phase")
+        # At the first gate: 10 steps of each worker drawn, the job still running.
+        wait_for(lambda: points_drawn(page) == 20, 180, "10 steps of both workers in the loss chart")
+        expect(phase).to_have_text("Running")
+        (home / "gate-a").touch()
+        # At the second gate: the chart grew to 20 steps of each, while the job still runs.
+        wait_for(lambda: points_drawn(page) == 40, 180, "20 steps of both workers in the loss chart")
+        expect(phase).to_have_text("Running")
         chart.scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / "live-metrics.png"))
         expect(monitor.locator(".paddle-chart", has_text="acc")).to_be_visible()
@@ -86,8 +88,9 @@ def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifa
         expect(log).not_to_contain_text("PADDLECLOUD_METRIC")
         expect(log).to_contain_text("of framework output and metric records hidden")
 
-        expect(monitor.locator(".paddle-phase")).to_have_text("Succeeded", timeout=240 * SECOND)
+        (home / "gate-b").touch()
+        expect(phase).to_have_text("Succeeded", timeout=240 * SECOND)
         expect(monitor.locator(".paddle-progress").first).to_have_attribute("data-current", "Finished")
-        assert points_drawn(page) == 80  # 40 steps of 2 workers, each once
+        wait_for(lambda: points_drawn(page) == 80, 60, "all 40 steps of both workers, each once")
     finally:
         page.screenshot(path=str(artifacts / "live-metrics-end.png"))

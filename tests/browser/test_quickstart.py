@@ -9,45 +9,23 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from labpage import dismiss_news_toast
+from labpage import SECOND, dismiss_news_toast, log_in_to_lab, run_cell, wait_for_idle_kernel
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 USER = "carol"
-SECOND = 1000  # Playwright timeouts are in milliseconds
-
-
-def run_cell(cell, page, attempts: int = 3) -> None:
-    """Shift+Enter in the cell; retried if JupyterLab did not take it (the prompt stays `[ ]:`)."""
-    prompt = cell.locator(".jp-InputPrompt")
-    for _ in range(attempts):
-        cell.locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-        try:
-            expect(prompt).not_to_have_text(re.compile(r"^\s*\[\s*\]:\s*$"), timeout=10 * SECOND)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError(f"the cell did not run after {attempts} Shift+Enter presses")
 
 
 def test_quickstart_launches_a_job_and_streams_both_workers(hub, page, artifacts):
     try:
-        page.goto(hub.url + "/hub/login")
-        page.fill("#username_input", USER)
-        page.fill("#password_input", hub.password)
-        page.click("#login_submit")
-        # The hub spawns the server and redirects to JupyterLab (default_url /lab).
-        page.wait_for_url(re.compile(rf"/user/{USER}/lab"), timeout=300 * SECOND)
-        expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=120 * SECOND)
+        log_in_to_lab(page, hub, USER)
         dismiss_news_toast(page)
 
         page.goto(f"{hub.url}/user/{USER}/lab/tree/quickstart.ipynb")
         notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
         first_code = notebook.locator(".jp-CodeCell").first
         expect(first_code).to_contain_text("JobLauncher(workers=2)", timeout=120 * SECOND)
-        # Wait for the kernel: Shift+Enter before it is connected can be dropped silently.
-        expect(page.locator("#jp-main-statusbar")).to_contain_text(re.compile(r"\|\s*Idle"), timeout=180 * SECOND)
+        wait_for_idle_kernel(page)
         run_cell(first_code, page)
 
         launch = notebook.locator(".widget-button", has_text=re.compile(r"^\s*Launch\s*$"))

@@ -1,7 +1,7 @@
-"""The quota admin panel in a real browser: the hub admin logs in, opens /services/quota/,
-sees a bad value refused with the server's message, sets a user's GPU limit, reloads
+"""The quota admin panel in a real browser: the hub admin logs in, opens /services/quota/
+from the hub's Services menu, sees a bad value refused with the server's message, sets a user's GPU limit, reloads
 and still sees it, and has a save that raced another admin refused (409) with the
-server's reason; the user sees their own quota read-only."""
+server's reason; the user, also through the Services menu, sees their own quota read-only."""
 
 from __future__ import annotations
 
@@ -12,17 +12,19 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
+from labpage import SECOND, log_in
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-SECOND = 1000
 
-
-def log_in(page, hub, name):
-    page.goto(hub.url + "/hub/login")
-    page.fill("#username_input", name)
-    page.fill("#password_input", hub.password)
-    page.click("#login_submit")
-    page.wait_for_url(re.compile(r"/(hub|user)/"), timeout=120 * SECOND)
+def open_from_services_menu(page, hub) -> None:
+    """The hub's own page, its Services menu, the quota entry: lands on the quota page."""
+    page.goto(hub.url + "/hub/home")
+    page.locator("a.dropdown-toggle", has_text=re.compile(r"^\s*Services\s*$")).click()
+    entry = page.locator(".dropdown-menu a.dropdown-item", has_text=re.compile(r"^\s*quota\s*$"))
+    expect(entry).to_be_visible(timeout=30 * SECOND)
+    entry.click()
+    page.wait_for_url(re.compile(r"/services/quota/?$"), timeout=60 * SECOND)
 
 
 def test_admin_edits_a_users_gpu_limit(hub, page, browser, artifacts):
@@ -31,7 +33,7 @@ def test_admin_edits_a_users_gpu_limit(hub, page, browser, artifacts):
     assert hub.hub_api("POST", "/users/alice", token).status_code == 201
 
     log_in(page, hub, "admin")
-    page.goto(hub.url + "/services/quota/")
+    open_from_services_menu(page, hub)
     row = page.locator('tr[data-user="alice"]')
     expect(row).to_be_visible(timeout=60 * SECOND)
     expect(row.locator('td[data-field="gpus"] .value')).to_have_text("0 / unlimited")
@@ -78,7 +80,7 @@ def test_admin_edits_a_users_gpu_limit(hub, page, browser, artifacts):
     try:
         own = context.new_page()
         log_in(own, hub, "alice")
-        own.goto(hub.url + "/services/quota/")
+        open_from_services_menu(own, hub)
         expect(own.locator('#own-body [data-field="gpus"] b')).to_have_text("0 / 5", timeout=60 * SECOND)
         expect(own.locator("button[data-edit]")).to_have_count(0)
     finally:

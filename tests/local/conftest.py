@@ -28,4 +28,4 @@ def server(tmp_path_factory, workdir):
     home = tmp_path_factory.mktemp("home")
     srv = JupyterServer(home, workdir).start()
     yield srv
-    srv.stop()
+    srv.stop_and_check()  # nothing a test started may be left running

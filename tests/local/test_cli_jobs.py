@@ -1,20 +1,34 @@
-"""The `paddlecloud` CLI running real local jobs."""
+"""The `paddlecloud` CLI running real local jobs: every submit option reaches the job,
+the command runs without a shell, `--max-runtime` ends a job DeadlineExceeded, and
+`--follow`, `logs`, `status`, `list`, `cancel` behave as documented."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
+from catalogue import IMAGES, local_datasets
+from serverutil import Gate, assert_no_processes_under, wait_for
+
 
 @pytest.fixture
 def cli(tmp_path, workdir):
-    env = {**os.environ, "PADDLECLOUD_HOME": str(tmp_path), "PADDLECLOUD_BACKEND": "local"}
+    """`paddlecloud` on the local backend, state in this test's own folder; afterwards no
+    process of its jobs may be left running."""
+    home = tmp_path / "home"
+    env = {**os.environ, "PADDLECLOUD_HOME": str(home), "PADDLECLOUD_BACKEND": "local",
+           "PADDLECLOUD_DATASETS": json.dumps(local_datasets(tmp_path / "data")),
+           "PADDLECLOUD_IMAGES": json.dumps(IMAGES)}
 
     def run(*args, timeout=180):
         return subprocess.run([sys.executable, "-m", "paddle_ext.cli", *args], cwd=workdir, env=env,
                               capture_output=True, text=True, timeout=timeout)
-    return run
+    try:
+        yield run
+    finally:
+        assert_no_processes_under(home)
 
 
 def test_submit_follow_succeeds_with_both_worker_prefixes(cli):
@@ -24,13 +38,56 @@ def test_submit_follow_succeeds_with_both_worker_prefixes(cli):
     assert "[worker-0] rank 0: all_reduce check ok: sum=3" in out
     assert "[worker-1] rank 1: all_reduce check ok: sum=3" in out
     name = out.splitlines()[0]
-    assert "Succeeded" in result.stderr
-    status = cli("status", name, "--json")
-    assert '"phase": "Succeeded"' in status.stdout
-    listing = cli("list")
-    assert name in listing.stdout and "Succeeded" in listing.stdout
-    logs = cli("logs", name, "--worker", "1", "--tail", "2")
-    assert len(logs.stdout.splitlines()) == 2
+    assert result.stderr == f"Job {name} Succeeded: All 2 workers finished successfully.\n"
+    status = json.loads(cli("status", name, "--json").stdout)
+    assert (status["name"], status["phase"], status["workers"]) == (name, "Succeeded", 2)
+    listing = cli("list").stdout.splitlines()
+    assert any(line.split()[:3] == [name, "Succeeded", "2"] for line in listing), listing
+    tail = cli("logs", name, "--worker", "1", "--tail", "2").stdout.splitlines()
+    whole = cli("logs", name, "--worker", "1").stdout.splitlines()
+    assert len(tail) == 2 and tail == whole[-2:] and len(whole) > 2
+    assert "rank 1: done" in whole and not any(line.startswith("[worker-") for line in whole)
+
+
+# Shell metacharacters: run through a shell, these would expand, run `touch` or redirect.
+SHELL_WORDS = ["a b", "$HOME", "`touch pwned-backtick`", "$(touch pwned-subshell)", ";", "touch", "pwned-semicolon",
+               "|", ">", "pwned-redirect", "*", "&&"]
+
+
+def test_every_submit_option_reaches_the_job_and_no_shell_runs_it(cli, workdir, tmp_path):
+    result = cli("submit", "--name", "all-options", "--workers", "2", "--cpu", "500m", "--memory", "1Gi",
+                 "--image", IMAGES[1]["name"], "--dataset", "mnist", "--env", "PROBE_GREETING=hello world",
+                 "--env", "PROBE_EQUATION=a=b", "--max-runtime", "900", "--follow",
+                 "--", "python", "probe.py", *SHELL_WORDS)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[0] == "all-options"
+    seen = {line.split(" PROBE ")[0]: json.loads(line.split(" PROBE ", 1)[1])
+            for line in result.stdout.splitlines() if " PROBE " in line}
+    assert set(seen) == {"[worker-0]", "[worker-1]"}, result.stdout[-2000:]
+    for worker in seen.values():  # what each worker process was started with, from inside it
+        assert worker["argv"] == SHELL_WORDS
+        assert worker["cwd"] == str(workdir)
+        assert {k: v for k, v in worker["env"].items() if k.startswith("PROBE_")} == {
+            "PROBE_GREETING": "hello world", "PROBE_EQUATION": "a=b"}
+        assert worker["env"]["PADDLECLOUD_DATASET_MNIST"] == str(tmp_path / "data" / "mnist")
+    assert not list(workdir.glob("pwned*")), "a shell ran the command"
+    spec = json.loads(cli("status", "all-options", "--json").stdout)["spec"]
+    assert spec == {"name": "all-options", "command": ["python", "probe.py", *SHELL_WORDS], "workers": 2,
+                    "gpus_per_worker": 0, "cpu": "500m", "memory": "1Gi", "image": IMAGES[1]["name"],
+                    "datasets": ["mnist"], "env": {"PROBE_GREETING": "hello world", "PROBE_EQUATION": "a=b"},
+                    "max_runtime_seconds": 900}
+
+
+def test_max_runtime_ends_the_job_deadline_exceeded(cli, tmp_path):
+    gate = Gate(tmp_path)  # never opened: only the deadline can end this job
+    result = cli("submit", "--workers", "2", "--max-runtime", "3", "--follow",
+                 "--", "python", "ticker.py", "--until", str(gate), "--interval", "0.2")
+    name = result.stdout.splitlines()[0]
+    message = "The job ran longer than its limit of 3 seconds and was stopped."
+    assert (result.returncode, result.stderr) == (1, f"Job {name} Failed: {message}\n"), result.stderr[-2000:]
+    status = json.loads(cli("status", name, "--json").stdout)
+    assert (status["phase"], status["reason"], status["message"]) == ("Failed", "DeadlineExceeded", message)
+    assert "reached the job's time limit; stopping it" in cli("logs", name).stdout
 
 
 def test_failing_job_exits_1(cli):
@@ -39,27 +96,34 @@ def test_failing_job_exits_1(cli):
     assert "Worker 1 exited with code 3" in result.stderr
 
 
-def test_submit_prints_name_last_and_cancel(cli):
-    result = cli("submit", "--name", "cli-cancel", "--", "python", "ticker.py", "--count", "500")
-    assert result.returncode == 0 and result.stdout.strip().splitlines()[-1] == "cli-cancel"
-    cancel = cli("cancel", "cli-cancel")
-    assert cancel.returncode == 0 and "Cancelled" in cancel.stdout
-    again = cli("submit", "--name", "cli-cancel", "--", "python", "ticker.py")
-    assert again.returncode == 2 and "already exists" in again.stderr
+def test_submit_prints_name_last_and_cancel(cli, tmp_path):
+    name = f"cli-cancel-{os.urandom(2).hex()}"
+    gate = Gate(tmp_path)  # never opened: only the cancel ends this job
+    result = cli("submit", "--name", name, "--", "python", "ticker.py", "--until", str(gate))
+    assert result.returncode == 0 and result.stdout.strip().splitlines()[-1] == name
+    cancel = cli("cancel", name)
+    assert cancel.returncode == 0 and cancel.stdout == f"{name} Cancelled\n"
+    again = cli("submit", "--name", name, "--", "python", "ticker.py")
+    assert again.returncode == 2
+    assert again.stderr == f"paddlecloud: A job named '{name}' already exists; choose another name.\n"
 
 
-def test_logs_mine_and_status_progress(cli):
-    result = cli("submit", "--workers", "2", "--", "python", "ticker.py", "--count", "40", "--interval", "0.25")
+def test_logs_mine_and_status_progress(cli, tmp_path):
+    gate = Gate(tmp_path)  # the job runs until the test has seen what it needs
+    result = cli("submit", "--workers", "2", "--", "python", "ticker.py", "--until", str(gate), "--interval", "0.25")
     name = result.stdout.strip().splitlines()[-1]
-    status = ""
-    for _ in range(100):
-        status = cli("status", name).stdout
-        if "[2/3 Running]" in status:
-            break
-    assert "Progress: Starting > Running > Finished" in status  # a local run is not queued, scheduled or pulled
-    assert "worker-0  [2/3 Running] its processes are running" in status, status
-    assert [p["step"] for p in __import__("json").loads(cli("status", name, "--json").stdout)["progress"]] \
-        == ["Running", "Running"]
+    try:
+        def both_running():
+            status = cli("status", name).stdout
+            return status if status.count("[2/3 Running]") == 2 else None
+
+        status = wait_for(both_running, 180, f"both workers of {name} Running in `paddlecloud status`", interval=0.5)
+        assert "Progress: Starting > Running > Finished" in status  # a local run is not queued, scheduled or pulled
+        assert "worker-0  [2/3 Running] its processes are running" in status, status
+        progress = json.loads(cli("status", name, "--json").stdout)["progress"]
+        assert [p["step"] for p in progress] == ["Running", "Running"]
+    finally:
+        gate.open()
     follow = cli("logs", name, "--follow", "--mine")
     assert follow.returncode == 0
     lines = follow.stdout.splitlines()

@@ -4,15 +4,12 @@ followed through the proxy with the user's hub token."""
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hubutil import HubError, end_phase, sse_events  # noqa: E402
+from hubutil import HubError, end_phase, sse_events
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -11,11 +11,9 @@ left, and no token may appear in the servers' logs.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import requests
@@ -23,11 +21,10 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from hubutil import LocalHub
-from paddle_ext.backends import local_files
 from paddle_ext.constants import QUOTA_FILE_ENV
 from paddle_ext.hub.quota_service import openapi_document as quota_document
 from paddle_ext.server.handlers import openapi_document as jobs_document
-from serverutil import JupyterServer
+from serverutil import JupyterServer, job_pids, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -96,7 +93,7 @@ def jobs_server(tmp_path_factory, workdir):
         yield server
         leftover = wait_until_jobs_ended(server)
         assert leftover == [], f"jobs still running after the fuzz run: {leftover}"
-        assert live_job_processes(server.home) == []
+        assert job_pids(server.home) == []
     finally:
         server.stop()
     log = server.log_path.read_text(errors="replace")
@@ -113,14 +110,6 @@ def wait_until_jobs_ended(server, timeout=60.0) -> list[str]:
         if not running or time.monotonic() > deadline:
             return running
         time.sleep(1)
-
-
-def live_job_processes(home: Path) -> list[int]:
-    jobs_dir = home / "jobs"
-    if not jobs_dir.is_dir():
-        return []
-    return [pid for job in jobs_dir.iterdir() if job.is_dir() and not job.name.startswith(".")
-            for pgid in local_files.worker_pids(str(job)).values() for pid in local_files.group_members(pgid)]
 
 
 # The document in the repo; each call goes to the running server. A second pass pins the
@@ -174,17 +163,15 @@ def quota_hub(tmp_path_factory):
     assert hub.admin_token not in log and hub.password not in log, "a token or the password appears in the hub's log"
 
 
-def wait_for_service(hub, timeout=60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_service(hub, timeout=120.0) -> None:
+    def answers() -> bool:
         try:
-            if requests.get(f"{hub.url}/services/quota/api/quotas/default", timeout=10,
-                            headers={"Authorization": f"token {hub.admin_token}"}).status_code == 200:
-                return
+            return requests.get(f"{hub.url}/services/quota/api/quotas/default", timeout=10,
+                                headers={"Authorization": f"token {hub.admin_token}"}).status_code == 200
         except requests.RequestException:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("the quota service did not answer")
+            return False
+
+    wait_for(answers, timeout, "the quota service to answer", interval=0.5)
 
 
 quota_schema = schemathesis.openapi.from_dict(quota_document(), config=fuzz_config(missing_token_is_401=True))

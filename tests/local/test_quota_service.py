@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from hubutil import LocalHub
 from paddle_ext.backends.local import LocalBackend
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.spec import JobSpec
+from serverutil import Gate, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -46,13 +46,16 @@ def tokens(hub):
     for name in ("admin", "alice", "bob", QUOTA_ADMIN):
         session = hub.login(name)
         made[name] = hub.new_token(session, name)
-    # The service comes up with the hub, but give it a moment on a busy machine.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if call(hub, "GET", "/users/admin", made["admin"]).status_code == 200:
-            break
-        time.sleep(0.5)
+    # The service comes up with the hub, but may need a moment on a busy machine.
+    wait_for(lambda: call(hub, "GET", "/users/admin", made["admin"]).status_code == 200, 120,
+             "the quota service to answer")
     return made
+
+
+@pytest.fixture(autouse=True)
+def fresh_quotas(hub):
+    """Each test starts from no quota settings at all, whatever ran before it."""
+    quota_file(hub).unlink(missing_ok=True)
 
 
 def call(hub, method, path, token=None, body=None):
@@ -130,33 +133,34 @@ def test_invalid_input_is_400_naming_the_field_and_writes_nothing(hub, tokens, p
 
 async def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub, tokens):
     admin = tokens["admin"]
+    newbie = f"newbie-{os.urandom(3).hex()}"  # a user the hub has never seen
     assert hub.hub_api("POST", "/groups/ml", admin).status_code in (201, 409)
     call(hub, "PUT", "/default", admin, {"gpus": 1, "running_jobs": 3}).raise_for_status()
     call(hub, "PUT", "/groups/ml", admin, {"gpus": 4}).raise_for_status()
 
-    assert hub.hub_api("POST", "/users/newbie", admin).status_code == 201
-    assert hub.hub_api("POST", "/groups/ml/users", admin, json={"users": ["newbie"]}).status_code == 200
-    view = call(hub, "GET", "/users/newbie", admin).json()
+    assert hub.hub_api("POST", f"/users/{newbie}", admin).status_code == 201
+    assert hub.hub_api("POST", "/groups/ml/users", admin, json={"users": [newbie]}).status_code == 200
+    view = call(hub, "GET", f"/users/{newbie}", admin).json()
     assert view["groups"] == ["ml"]
     assert (view["limits"]["gpus"], view["sources"]["gpus"]) == (4, "group:ml")
     assert (view["limits"]["running_jobs"], view["sources"]["running_jobs"]) == (3, "default")
 
-    call(hub, "PUT", "/users/newbie", admin, {"gpus": 1}).raise_for_status()
-    view = call(hub, "GET", "/users/newbie", admin).json()
+    call(hub, "PUT", f"/users/{newbie}", admin, {"gpus": 1}).raise_for_status()
+    view = call(hub, "GET", f"/users/{newbie}", admin).json()
     assert (view["limits"]["gpus"], view["sources"]["gpus"]) == (1, "user")
 
     # null clears the override: the group's value is back; left-out fields are kept.
-    call(hub, "PUT", "/users/newbie", admin, {"cpu": "2"}).raise_for_status()
-    view = call(hub, "PUT", "/users/newbie", admin, {"gpus": None}).json()
+    call(hub, "PUT", f"/users/{newbie}", admin, {"cpu": "2"}).raise_for_status()
+    view = call(hub, "PUT", f"/users/{newbie}", admin, {"gpus": None}).json()
     assert view["limits"]["gpus"] == 4 and view["override"]["cpu"] == "2"
 
     # The newbie's own backend (groups asked from the hub with their token) enforces it.
-    session = hub.login("newbie")
-    env = {"JUPYTERHUB_API_URL": f"{hub.url}/hub/api", "JUPYTERHUB_API_TOKEN": hub.new_token(session, "newbie")}
+    session = hub.login(newbie)
+    env = {"JUPYTERHUB_API_URL": f"{hub.url}/hub/api", "JUPYTERHUB_API_TOKEN": hub.new_token(session, newbie)}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        backend = LocalBackend(home=str(hub.home / "users" / "newbie" / ".paddlecloud"), user="newbie",
+        backend = LocalBackend(home=str(hub.home / "users" / newbie / ".paddlecloud"), user=newbie,
                                quota_file=str(quota_file(hub)), max_gpus_per_worker=8)
         with pytest.raises(QuotaExceeded) as info:
             await backend.submit(JobSpec(command=("python", "train.py"), workers=5, gpus_per_worker=1))
@@ -192,7 +196,7 @@ def test_a_users_server_enforces_and_reports_what_the_admin_set(hub, tokens):
     assert hub.hub_api("POST", "/groups/vision", admin).status_code in (201, 409)
     assert hub.hub_api("POST", "/groups/vision/users", admin, json={"users": ["alice"]}).status_code == 200
     call(hub, "PUT", "/groups/vision", admin, {"cpu": "3"}).raise_for_status()
-    call(hub, "PUT", "/users/alice", admin, {"running_jobs": None, "cpu": None}).raise_for_status()
+    call(hub, "PUT", "/users/alice", admin, {"gpus": 2}).raise_for_status()
     hub.spawn("alice", alice)
 
     api = f"{hub.url}/user/alice/paddle/api"
@@ -215,30 +219,49 @@ def overview_call(hub, method, path, token):
 
 
 async def test_admin_overview_lists_every_running_job_and_cancel_is_audited(hub, tokens, workdir, tmp_path):
-    # A real job of bob's, in bob's job folder, as his own server would start it.
-    bob = LocalBackend(home=str(hub.home / "users" / "bob" / ".paddlecloud"), user="bob",
+    admin = tokens["admin"]
+    groups = [f"team-{os.urandom(3).hex()}" for _ in range(2)]  # bob is in both: his hours count in each
+    for group in groups:
+        assert hub.hub_api("POST", f"/groups/{group}", admin).status_code == 201
+        assert hub.hub_api("POST", f"/groups/{group}/users", admin, json={"users": ["bob"]}).status_code == 200
+    # A real job of bob's, in bob's job folder, as his own server would start it; his
+    # deployment allows a GPU per local worker, so it holds 2 GPUs while it runs.
+    bob = LocalBackend(home=str(hub.home / "users" / "bob" / ".paddlecloud"), user="bob", max_gpus_per_worker=1,
                        working_dir=str(workdir), quota_file=str(tmp_path / "no-quota.json"))
-    job = await bob.submit(JobSpec(command=("python", "ticker.py", "--count", "2000"), workers=2, cpu="1500m",
-                                   memory="1Gi"))
+    job = await bob.submit(JobSpec(command=("python", "ticker.py", "--until", str(Gate(tmp_path))), workers=2,
+                                   gpus_per_worker=1, cpu="1500m", memory="1Gi"))
     try:
         assert overview_call(hub, "GET", "overview", tokens["alice"]).status_code == 403
         assert overview_call(hub, "GET", "overview", tokens[QUOTA_ADMIN]).status_code == 200
-        response = overview_call(hub, "GET", "overview", tokens["admin"])
+        response = overview_call(hub, "GET", "overview", admin)
         assert response.status_code == 200, response.text
         data = response.json()
         (row,) = [r for r in data["jobs"] if r["name"] == job.name]
         assert {k: row[k] for k in ("user", "workers", "gpus", "cpu", "memory", "backend")} == {
-            "user": "bob", "workers": 2, "gpus": 0, "cpu": "3", "memory": "2Gi", "backend": "local"}
-        assert row["phase"] in ("Pending", "Running") and 0 <= row["age_seconds"] < 600
+            "user": "bob", "workers": 2, "gpus": 2, "cpu": "3", "memory": "2Gi", "backend": "local"}
+        assert row["phase"] in ("Pending", "Running") and row["age_seconds"] >= 0
         capacity = data["capacity"]
         assert capacity["source"] == "local"
         (node,) = capacity["nodes"]
         assert node["capacity"]["gpus"] == 0 and node["capacity"]["cpu"] == str(os.cpu_count())
-        assert node["capacity"]["memory"].endswith("Gi") and node["used"]["cpu"] == "3"
+        assert node["capacity"]["memory"].endswith("Gi")
+        assert (node["used"]["gpus"], node["used"]["cpu"], node["used"]["memory"]) == (2, "3", "2Gi")
         assert capacity["total"] == {"capacity": node["capacity"], "used": node["used"]}
-        users = {u["user"]: u for u in data["gpu_hours"]["users"]}
-        assert {"admin", "alice", "bob"} <= set(users) and set(users["bob"]) == {"user", "groups", "7d", "30d"}
         assert data["gpu_hours"]["windows"] == ["7d", "30d"]
+
+        # GPU-hours count the running job up to now: 2 GPUs for 9 s make the first 0.01.
+        def hours():
+            answer = overview_call(hub, "GET", "overview", admin).json()["gpu_hours"]
+            users = {u["user"]: u for u in answer["users"]}
+            return answer if users["bob"]["7d"] > 0 else None
+
+        answer = wait_for(hours, 120, "GPU-hours of bob's running job in the overview")
+        users = {u["user"]: u for u in answer["users"]}
+        assert {"admin", "alice", "bob"} <= set(users) and set(users["bob"]) == {"user", "groups", "7d", "30d"}
+        assert sorted(users["bob"]["groups"]) == sorted(groups) and users["alice"]["7d"] == 0
+        for group in groups:
+            (entry,) = [g for g in answer["groups"] if g["group"] == group]
+            assert entry["members"] == ["bob"] and entry["7d"] == users["bob"]["7d"]
 
         # Only admins cancel; the log names who did.
         refused = overview_call(hub, "DELETE", f"jobs/bob/{job.name}", tokens["alice"])

@@ -1,26 +1,35 @@
 """Widgets driven in-process against the real local backend (the browser tier clicks them for real)."""
 
-import time
+import threading
 
 import pytest
 
+from catalogue import local_datasets
 from paddle_ext import JobClient
 from paddle_ext.backends.local import LocalBackend
 from paddle_ext.errors import SpecError
 from paddle_ext.widgets import JobLauncher, JobList, JobMonitor
 from paddle_ext.widgets.launcher import parse_env
+from serverutil import Gate, assert_no_processes_under, wait_for
 
 
 @pytest.fixture
 def client(tmp_path, workdir):
-    return JobClient(LocalBackend(home=str(tmp_path), working_dir=str(workdir)))
+    """A client of its own state folder; afterwards no process of its jobs may be left running."""
+    home = tmp_path / "home"
+    client = JobClient(LocalBackend(home=str(home), working_dir=str(workdir), datasets=local_datasets(tmp_path)))
+    try:
+        yield client
+    finally:
+        for job in client.list():
+            client.cancel(job.name)
+        assert_no_processes_under(home)
 
 
-def wait_done(monitor, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not (monitor.job and monitor.job.done):
-        time.sleep(0.3)
-    time.sleep(1.5)
+def monitor_stopped(monitor) -> bool:
+    """The monitor's refresher has ended (it does once the job has): nothing changes it any more."""
+    return monitor.job is not None and monitor.job.done and not any(
+        thread.name == f"paddle-monitor-{monitor.name}" and thread.is_alive() for thread in threading.enumerate())
 
 
 def test_launch_follow_and_reattach(client):
@@ -28,28 +37,44 @@ def test_launch_follow_and_reattach(client):
     launcher = JobLauncher(client=client, workers=2)
     assert launcher.workers.value == 2 and launcher.launch_button.description == "Launch"
     launcher.command.value = "python ticker.py --count 5 --interval 0.1"
-    launcher.env.value = "# comment\nGREETING=hi\n"
+    launcher.env.value = "# comment\nPROBE_GREETING=hi there\n"
+    launcher.datasets.value = ("mnist",)
     launcher.launch_button.click()
     monitor = launcher.monitor
     assert monitor is not None and "Started" in launcher.message.value
     assert monitor.worker_filter.label == "All workers"
-    wait_done(monitor)
+    wait_for(lambda: monitor_stopped(monitor), 180, "the job to end and its monitor to stop")
     assert monitor.job.phase == "Succeeded"
+    wait_for(lambda: "[worker-1] ticker 1 done" in monitor.log_lines, 30, "every line in the monitor")
     assert "[worker-0] tick 0 4" in monitor.log_lines and "[worker-1] tick 1 4" in monitor.log_lines
+    # what the form said reached each worker's process (ticker.py prints it from inside)
+    for worker in (0, 1):
+        assert f"[worker-{worker}] env PROBE_GREETING=hi there" in monitor.log_lines
+        assert f"[worker-{worker}] env PADDLECLOUD_DATASET_MNIST={client.backend.datasets[0]['path']}" \
+            in monitor.log_lines
     assert "tick 1 4" in monitor.log_view.value and "Succeeded" in monitor.header.value
-    assert "running jobs: 0 used" in launcher.quota_view.value  # refreshed when the job ended
-    assert client.get(monitor.name).spec["env"] == {"GREETING": "hi"}
+    wait_for(lambda: "running jobs: 0 used" in launcher.quota_view.value, 30,
+             "the launcher's quota line to refresh when the job ended")
 
     again = JobMonitor(monitor.name, client=client)  # e.g. after a kernel restart
-    time.sleep(1.5)
-    assert sorted(again.log_lines) == sorted(monitor.log_lines)  # same lines; order of workers may differ
+    wait_for(lambda: sorted(again.log_lines) == sorted(monitor.log_lines), 30,
+             "the same lines in a re-attached monitor")  # the order of workers may differ
     again.worker_filter.value = 1
-    time.sleep(1.5)
-    assert again.log_lines and all(not line.startswith("[worker-") for line in again.log_lines)
-    assert "tick 1 4" in again.log_lines
+    wait_for(lambda: "ticker 1 done" in again.log_lines, 30, "worker 1's own log after filtering")
+    assert all(not line.startswith("[worker-") for line in again.log_lines)
+    assert "tick 1 4" in again.log_lines and "tick 0 4" not in again.log_lines
 
+    # JobList: the job is listed; picking it opens its monitor below the table.
     listing = JobList(client=client)
     assert monitor.name in listing.table.value
+    assert (monitor.name, monitor.name) in listing.picker.options
+    listing.picker.value = monitor.name
+    (opened,) = listing.monitor_box.children
+    assert isinstance(opened, JobMonitor) and opened.name == monitor.name
+    wait_for(lambda: "[worker-1] ticker 1 done" in opened.log_lines, 30, "the picked job's log in its monitor")
+    assert "Succeeded" in opened.header.value
+    for widget in (again, opened):
+        widget.close()
 
 
 def test_bad_form_input_is_shown_not_raised(client):
@@ -64,16 +89,17 @@ def test_bad_form_input_is_shown_not_raised(client):
         parse_env("NOVALUE")
 
 
-def test_cancel_button(client):
-    job = client.submit({"command": ["python", "ticker.py", "--count", "500"], "workers": 1})
+def test_cancel_button(client, tmp_path):
+    gate = Gate(tmp_path)  # never opened: only Cancel ends this job
+    job = client.submit({"command": ["python", "ticker.py", "--until", str(gate)], "workers": 1})
     monitor = JobMonitor(job.name, client=client)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and client.get(job.name).phase != "Running":
-        time.sleep(0.2)
+    wait_for(lambda: client.get(job.name).phase == "Running", 120, "the job to run")
+    wait_for(lambda: not monitor.cancel_button.disabled, 30, "Cancel to be enabled for a running job")
     monitor.cancel_button.click()
     assert client.get(job.name).phase == "Cancelled"
     assert monitor.cancel_button.disabled
-    time.sleep(2.5)  # the monitor's own refreshes since must not bring it back
+    # The monitor's own refreshes since must not bring it back: wait until it has stopped refreshing.
+    wait_for(lambda: monitor_stopped(monitor), 60, "the monitor to see the end and stop refreshing")
     assert monitor.cancel_button.disabled
 
 
@@ -83,19 +109,19 @@ def test_unknown_job_shows_an_error(client):
     assert monitor.cancel_button.disabled  # nothing to cancel
 
 
-def test_monitor_plots_metrics_and_hides_framework_lines(client):
-    # Paddle's launcher relays its trainer's output every 2 seconds: report for longer than that
-    job = client.submit({"command": ["python", "report_steps.py", "--steps", "12", "--interval", "0.5"], "workers": 2})
+def test_monitor_plots_metrics_and_hides_framework_lines(client, tmp_path):
+    gate = Gate(tmp_path).open_after(240)  # steps 0-5 come before it, 6-11 after
+    job = client.submit({"command": ["python", "report_steps.py", "--steps", "12", "--interval", "0.1",
+                                     "--gate", str(gate), "--gate-at", "6"], "workers": 2})
     monitor = JobMonitor(job.name, client=client)
-    deadline = time.monotonic() + 60
-    grew = []
-    while time.monotonic() < deadline and not (monitor.job and monitor.job.done):
-        grew.append(len(monitor.plots.points))
-        time.sleep(0.3)
-    wait_done(monitor)
-    assert monitor.job.phase == "Succeeded"
+    # The plot fills while the job runs: the first six steps of both workers, the job held at its gate.
+    wait_for(lambda: len(monitor.plots.points) == 12, 180, "the first 12 points in the plot")
+    assert client.get(job.name).phase == "Running"
+    gate.open()
+    wait_for(lambda: monitor_stopped(monitor), 180, "the job to end and its monitor to stop")
+    assert monitor.job.phase == "Succeeded" and not gate.forced
+    wait_for(lambda: "[worker-1] rank 1: done" in monitor.log_lines, 30, "every line in the monitor")
     assert sorted((p.worker, p.step) for p in monitor.plots.points) == [(w, s) for w in (0, 1) for s in range(12)]
-    assert any(0 < n < 24 for n in grew), f"the plot should fill while the job runs: {grew}"
     assert [c.figure.title for c in monitor.plots._charts.values()] == ["loss", "acc", "steps/s"]
     loss = monitor.plots._charts["loss"]
     assert [list(mark.y) for mark in loss.figure.marks] == [
@@ -116,16 +142,9 @@ def test_monitor_plots_metrics_and_hides_framework_lines(client):
     assert 'data-current="Finished"' in monitor.workers_view.value
 
 
-def wait_for(check, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not check():
-        time.sleep(0.2)
-    return check()
-
-
-def test_cancel_is_disabled_once_the_job_has_ended_however_it_ended(client):
+def test_cancel_is_disabled_once_the_job_has_ended_however_it_ended(client, tmp_path):
     done = client.submit({"command": ["python", "ticker.py", "--count", "2", "--interval", "0.1"]})
-    running = client.submit({"command": ["python", "ticker.py", "--count", "500"]})
+    running = client.submit({"command": ["python", "ticker.py", "--until", str(Gate(tmp_path))]})
     watching_done, watching_running = JobMonitor(done.name, client=client), JobMonitor(running.name, client=client)
     assert wait_for(lambda: client.get(running.name).phase == "Running")
     assert wait_for(lambda: not watching_running.cancel_button.disabled)  # a running job can be cancelled

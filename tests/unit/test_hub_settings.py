@@ -4,14 +4,13 @@ import json
 
 import pytest
 
+from catalogue import IMAGENET
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.hub.settings import (HubSettings, dataset_claims, namespace_for, notebook_datasets,
                                      notebook_environment, notebook_request, profile_list)
 from paddle_ext.quota.model import check_fits, resource_quota_terms
 
-DATASETS = [{"name": "imagenet", "mount_path": "/datasets/imagenet",
-             "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
-             "claim": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Ti"}}}}]
+DATASETS = [IMAGENET]
 
 
 def test_settings_from_values_file_then_environment(tmp_path):
@@ -49,7 +48,8 @@ def test_profiles_gpu_gpu4_cpu():
 def test_notebook_mounts_and_claims_and_env():
     settings = HubSettings(datasets=tuple(DATASETS))
     volumes, mounts = notebook_datasets(settings)
-    assert mounts == [{"name": "dataset-imagenet", "mountPath": "/datasets/imagenet", "readOnly": True}]
+    assert mounts == [{"name": "dataset-imagenet", "mountPath": "/datasets/imagenet", "readOnly": True,
+                       "subPath": "imagenet"}]
     assert volumes[0]["persistentVolumeClaim"] == {"claimName": "team-datasets", "readOnly": True}
     (claim,) = dataset_claims(settings, "u-alice")
     assert claim["metadata"] == {"name": "team-datasets", "namespace": "u-alice",

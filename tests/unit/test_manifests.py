@@ -5,17 +5,13 @@ import json
 import kubernetes_validate
 import pytest
 
+from catalogue import DATASETS
 from paddle_ext import manifests
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.manifests import ManifestSettings, job_objects
 from paddle_ext.spec import JobSpec
 
 K8S_VERSION = "1.35.0"
-DATASETS = (
-    {"name": "imagenet", "mount_path": "/datasets/imagenet",
-     "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}}, "sub_path": "imagenet"},
-    {"name": "coco", "mount_path": "/datasets/coco", "volume": {"nfs": {"server": "nfs.example", "path": "/coco"}}},
-)
 
 
 def settings(**overrides):
@@ -102,7 +98,8 @@ def test_four_workers_two_gpus_two_datasets():
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert {"name": "dataset-imagenet", "mountPath": "/datasets/imagenet", "readOnly": True,
             "subPath": "imagenet"} in container["volumeMounts"]
-    assert {"name": "dataset-coco", "mountPath": "/datasets/coco", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "dataset-coco", "mountPath": "/datasets/coco", "readOnly": True,
+            "subPath": "coco"} in container["volumeMounts"]
     assert {"name": "dataset-imagenet", "persistentVolumeClaim": {"claimName": "team-datasets", "readOnly": True}} \
         in pod["volumes"]
     assert json.loads(job["metadata"]["annotations"]["paddlecloud.io/spec"])["workers"] == 4
