@@ -39,12 +39,16 @@ QUOTA_NAME = "paddlecloud-quota"  # the ResourceQuota in each user namespace
 LIMIT_RANGE_NAME = "paddlecloud-defaults"
 NOTEBOOK_SERVICE_ACCOUNT = "paddlecloud-notebook"
 NOTEBOOK_ROLE = "paddlecloud-notebook"
+NOTEBOOK_POD_LABELS = {"component": "singleuser-server"}  # KubeSpawner's label on notebook pods
 QUOTA_CONFIGMAP = "paddlecloud-quotas"  # quota settings, in the hub's namespace
 USER_NAMESPACE_TEMPLATE = "paddlecloud-{username}"
 
 # ---------------------------------------------------------------- environment
 
 BACKEND_ENV = "PADDLECLOUD_BACKEND"
+# The site's settings for the notebook's job backend, as traitlets config in JSON
+# ({"KubernetesBackend": {"job_kind": ...}, "JobBackend": {...}}), set by the hub.
+BACKEND_CONFIG_ENV = "PADDLECLOUD_BACKEND_CONFIG"
 HOME_ENV = "PADDLECLOUD_HOME"
 QUOTA_FILE_ENV = "PADDLECLOUD_QUOTA_FILE"
 QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local or kubernetes
