@@ -22,20 +22,29 @@ Hub-level environment:
     PADDLECLOUD_ALLOWED_USERS / _ALLOWED_GROUPS required (or PADDLECLOUD_ALLOW_ALL=true): who may log in
     PADDLECLOUD_HUB_STATE_DIR                   sqlite db and cookie secret (/srv/jupyterhub)
     PADDLECLOUD_QUOTA_LISTEN_IP                 the quota service's listen address (in a pod: 0.0.0.0)
+    PADDLECLOUD_PROXY_API_URL                   a proxy running on its own (the Helm chart's proxy pod):
+                                                its REST API; the hub then starts no proxy (the auth
+                                                token comes from CONFIGPROXY_AUTH_TOKEN)
+    PADDLECLOUD_HUB_CONFIG_FILE                 traitlets config in YAML, {Class: {trait: value}} (the
+                                                chart's hub.config, e.g. GitHubOAuthenticator's
+                                                client_id/client_secret), applied last
 """
 
 import os
 import sys
 
+import yaml
+
 from jupyterhub.app import JupyterHub
 from traitlets import TraitError
+from traitlets.config import Config
 
 from paddle_ext import tenancy
 from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
                                   USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
 from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
-                                     notebook_environment, profile_list)
+                                     notebook_environment, profile_list, traitlets_passthrough)
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 try:
@@ -49,7 +58,10 @@ state_dir = env("PADDLECLOUD_HUB_STATE_DIR", "/srv/jupyterhub")
 os.makedirs(state_dir, exist_ok=True)
 c.JupyterHub.bind_url = f"http://{env('PADDLECLOUD_HUB_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_PORT', '8000')}"
 c.JupyterHub.hub_bind_url = f"http://{env('PADDLECLOUD_HUB_API_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_API_PORT', '8081')}"
-if env("PADDLECLOUD_PROXY_API_PORT"):
+if env("PADDLECLOUD_PROXY_API_URL"):  # a proxy pod of its own (the Helm chart): do not start one
+    c.ConfigurableHTTPProxy.should_start = False
+    c.ConfigurableHTTPProxy.api_url = env("PADDLECLOUD_PROXY_API_URL")
+elif env("PADDLECLOUD_PROXY_API_PORT"):
     c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('PADDLECLOUD_PROXY_API_PORT')}"
 if settings.hub_connect_url or env("PADDLECLOUD_HUB_CONNECT_URL"):
     c.JupyterHub.hub_connect_url = env("PADDLECLOUD_HUB_CONNECT_URL") or settings.hub_connect_url
@@ -137,4 +149,12 @@ configure_quota_service(
     listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
                  NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template},
+    args=[f"--QuotaService.gpu_resource={settings.gpu_resource}"],
     admin_users=c.Authenticator.admin_users)
+
+# --- Passthrough: the admin's own traitlets config (the chart's hub.config), applied last -----------
+if env("PADDLECLOUD_HUB_CONFIG_FILE"):
+    try:
+        c.merge(Config(traitlets_passthrough(env("PADDLECLOUD_HUB_CONFIG_FILE"))))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise SystemExit(f"PaddleCloud Hub: {exc}") from None

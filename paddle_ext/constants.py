@@ -39,12 +39,16 @@ QUOTA_NAME = "paddlecloud-quota"  # the ResourceQuota in each user namespace
 LIMIT_RANGE_NAME = "paddlecloud-defaults"
 NOTEBOOK_SERVICE_ACCOUNT = "paddlecloud-notebook"
 NOTEBOOK_ROLE = "paddlecloud-notebook"
+NOTEBOOK_POD_LABELS = {"component": "singleuser-server"}  # KubeSpawner's label on notebook pods
 QUOTA_CONFIGMAP = "paddlecloud-quotas"  # quota settings, in the hub's namespace
 USER_NAMESPACE_TEMPLATE = "paddlecloud-{username}"
 
 # ---------------------------------------------------------------- environment
 
 BACKEND_ENV = "PADDLECLOUD_BACKEND"
+# The site's settings for the notebook's job backend, as traitlets config in JSON
+# ({"KubernetesBackend": {"job_kind": ...}, "JobBackend": {...}}), set by the hub.
+BACKEND_CONFIG_ENV = "PADDLECLOUD_BACKEND_CONFIG"
 HOME_ENV = "PADDLECLOUD_HOME"
 QUOTA_FILE_ENV = "PADDLECLOUD_QUOTA_FILE"
 QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local or kubernetes
@@ -52,9 +56,6 @@ NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's
 USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 IMAGES_ENV = "PADDLECLOUD_IMAGES"
 DATASETS_ENV = "PADDLECLOUD_DATASETS"
-GPU_RESOURCE_ENV = "PADDLECLOUD_GPU_RESOURCE"
-GPU_NODE_SELECTOR_ENV = "PADDLECLOUD_GPU_NODE_SELECTOR"
-GPU_TOLERATIONS_ENV = "PADDLECLOUD_GPU_TOLERATIONS"
 JOB_NAME_ENV = "PADDLECLOUD_JOB_NAME"
 OUTPUT_DIR_ENV = "PADDLECLOUD_OUTPUT_DIR"
 # A shared (ReadWriteMany) workspace that notebooks and jobs both mount, set by the hub:

@@ -7,8 +7,8 @@ read their pods, logs, services and events in its own namespace only.
 
 from __future__ import annotations
 
-from .constants import (GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_ROLE, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME,
-                        USER_LABEL)
+from .constants import (GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
+                        NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
 NOTEBOOK_RULES = (
@@ -50,10 +50,13 @@ def role(ns: str) -> dict:
             "rules": [dict(rule) for rule in NOTEBOOK_RULES]}
 
 
-def role_binding(ns: str, service_account_name: str = NOTEBOOK_SERVICE_ACCOUNT) -> dict:
+def role_binding(ns: str, service_account_name: str = NOTEBOOK_SERVICE_ACCOUNT, cluster_role: str = "") -> dict:
+    """Grants the notebook's rules to its service account: the namespace's own Role, or, with
+    `cluster_role`, a ClusterRole holding NOTEBOOK_RULES (bound here, so valid here only)."""
+    ref = {"kind": "ClusterRole", "name": cluster_role} if cluster_role else {"kind": "Role", "name": NOTEBOOK_ROLE}
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": NOTEBOOK_ROLE, "namespace": ns, "labels": dict(MANAGED_BY)},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NOTEBOOK_ROLE},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", **ref},
             "subjects": [{"kind": "ServiceAccount", "name": service_account_name, "namespace": ns}]}
 
 
@@ -107,3 +110,50 @@ def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_R
     """The user's ResourceQuota: their effective limits, and no Service that leaves the cluster."""
     hard = {**resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
     return resource_quota(ns, hard, quota_annotations(effective))
+
+
+def local_queue(ns: str, name: str, cluster_queue: str) -> dict:
+    """The Kueue LocalQueue a user's jobs are submitted to (label kueue.x-k8s.io/queue-name)."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED_BY)},
+            "spec": {"clusterQueue": cluster_queue}}
+
+
+NOTEBOOK_PORT = 8888  # KubeSpawner's default port of the single-user server
+NETWORK_POLICY_NAMES = ("paddlecloud-notebook-ingress", "paddlecloud-pods-ingress", "paddlecloud-egress")
+
+
+def user_network_policies(ns: str, hub_namespace: str, hub_pod_labels: dict, proxy_pod_labels: dict | None = None,
+                          api_server: list | tuple = (), hub_api_port: int = 8081, egress: list | tuple = ()
+                          ) -> list[dict]:
+    """NetworkPolicies of a user namespace:
+    - nothing reaches the notebook pod but the proxy and the hub (its port only);
+    - the namespace's other pods (job workers) are reached from the namespace's own pods only;
+    - its pods reach their own namespace's pods, the hub API, DNS (port 53 anywhere) and the
+      API server (`api_server`: [{"cidr", "port"}]), plus any `egress` rules the site adds."""
+    hub_ns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": hub_namespace}}}
+    hub = {**hub_ns, "podSelector": {"matchLabels": dict(hub_pod_labels)}}
+    peers = [hub] + ([{**hub_ns, "podSelector": {"matchLabels": dict(proxy_pod_labels)}}] if proxy_pod_labels else [])
+
+    def policy(name: str, selector: dict, kind: str, rules: list[dict]) -> dict:
+        return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED_BY)},
+                "spec": {"podSelector": selector, "policyTypes": [kind], kind.lower(): rules}}
+
+    notebook_key, notebook_value = next(iter(NOTEBOOK_POD_LABELS.items()))
+    egress_rules = [
+        {"to": [{"podSelector": {}}]},
+        {"to": [hub], "ports": [{"protocol": "TCP", "port": hub_api_port}]},
+        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+        *({"to": [{"ipBlock": {"cidr": entry["cidr"]}}], "ports": [{"protocol": "TCP", "port": int(entry["port"])}]}
+          for entry in api_server),
+        *(dict(rule) for rule in egress),
+    ]
+    return [
+        policy(NETWORK_POLICY_NAMES[0], {"matchLabels": dict(NOTEBOOK_POD_LABELS)}, "Ingress",
+               [{"from": peers, "ports": [{"protocol": "TCP", "port": NOTEBOOK_PORT}]}]),
+        policy(NETWORK_POLICY_NAMES[1],
+               {"matchExpressions": [{"key": notebook_key, "operator": "NotIn", "values": [notebook_value]}]},
+               "Ingress", [{"from": [{"podSelector": {}}]}]),
+        policy(NETWORK_POLICY_NAMES[2], {}, "Egress", egress_rules),
+    ]

@@ -14,9 +14,9 @@ import os
 from typing import Any, AsyncIterator
 
 from traitlets import Dict, Integer, List, Unicode, default
-from traitlets.config import LoggingConfigurable
+from traitlets.config import Config, LoggingConfigurable
 
-from ..constants import BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
+from ..constants import BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
 from ..errors import InvalidRequest, NotFound, PaddleCloudError
 from ..jobs import Job
 from ..loglines import FrameworkFilter, prefix_line
@@ -218,8 +218,26 @@ def default_backend_name() -> str:
     return os.environ.get(BACKEND_ENV) or ("kubernetes" if in_cluster() else "local")
 
 
+def site_config(own: Config | None = None) -> Config | None:
+    """The hub's settings for this backend ($PADDLECLOUD_BACKEND_CONFIG, traitlets config as
+    JSON) under `own` config (a server's own config wins); None when the hub set none."""
+    site = json_env(BACKEND_CONFIG_ENV, {})
+    if not site:
+        return None
+    if not isinstance(site, dict):
+        raise ValueError(f"${BACKEND_CONFIG_ENV} must be a JSON object of {{Class: {{trait: value}}}}")
+    config = Config(site)
+    if own is not None:
+        config.merge(own)
+    return config
+
+
 def make_backend(name: str | None = None, **kwargs: Any) -> JobBackend:
     name = name or default_backend_name()
+    parent = kwargs.get("parent")
+    config = site_config(kwargs.get("config") or (parent.config if parent is not None else None))
+    if config is not None:
+        kwargs["config"] = config
     if name == "local":
         from .local import LocalBackend
 

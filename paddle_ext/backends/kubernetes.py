@@ -21,9 +21,8 @@ from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_NODE_SELECTOR_ENV, GPU_RESOURCE,
-                         GPU_RESOURCE_ENV, GPU_TOLERATIONS_ENV, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME,
-                         SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, MASTER_PORT,
+                         OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path, split_lines
@@ -33,8 +32,8 @@ from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits,
                            report, resource_quota_terms, running_jobs_cap)
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
-from ..workspace import CodeSnapshot, CodeTooLarge, record_in_place, snapshot
-from .base import JobBackend, code_not_stored, json_env
+from ..workspace import CodeSnapshot, record_in_place, snapshot
+from .base import JobBackend, code_not_stored
 from .identity import current_user
 from .kubernetes_progress import related_events
 from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
@@ -67,12 +66,10 @@ class KubernetesBackend(JobBackend):
                     "(any cluster); 'paddlejob': a Kubeflow training-operator PaddleJob.").tag(config=True)
     image = Unicode(DEFAULT_WORKER_IMAGE, help="Image when the spec names none and no images are listed.").tag(config=True)
     master_port = Integer(MASTER_PORT, help="Port of Paddle's master on worker 0.").tag(config=True)
-    gpu_resource = Unicode(help="Extended resource name of GPUs. Default: $PADDLECLOUD_GPU_RESOURCE (set by the "
-                                "hub), else nvidia.com/gpu.").tag(config=True)
-    gpu_node_selector = Dict(help="nodeSelector for pods that ask for GPUs. Default: $PADDLECLOUD_GPU_NODE_SELECTOR "
-                                  "(JSON, set by the hub).").tag(config=True)
-    gpu_tolerations = List(Dict(), help="Tolerations for pods that ask for GPUs (e.g. of a GPU node taint). "
-                                        "Default: $PADDLECLOUD_GPU_TOLERATIONS (JSON, set by the hub).").tag(config=True)
+    # In a notebook the hub sets these three from its own settings ($PADDLECLOUD_BACKEND_CONFIG).
+    gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
+    gpu_node_selector = Dict(help="nodeSelector for pods that ask for GPUs.").tag(config=True)
+    gpu_tolerations = List(Dict(), help="Tolerations for pods that ask for GPUs (e.g. of a GPU node taint).").tag(config=True)
     ttl_seconds_after_finished = Integer(7 * 24 * 3600, allow_none=True,
                                          help="Delete finished jobs after this many seconds (None keeps them).").tag(config=True)
     queue_name = Unicode("", help="Kueue LocalQueue to submit to; empty: no Kueue.").tag(config=True)
@@ -102,18 +99,6 @@ class KubernetesBackend(JobBackend):
     @default("user")
     def _default_user(self):
         return current_user()
-
-    @default("gpu_resource")
-    def _default_gpu_resource(self):
-        return os.environ.get(GPU_RESOURCE_ENV) or GPU_RESOURCE
-
-    @default("gpu_node_selector")
-    def _default_gpu_node_selector(self):
-        return json_env(GPU_NODE_SELECTOR_ENV, {})
-
-    @default("gpu_tolerations")
-    def _default_gpu_tolerations(self):
-        return json_env(GPU_TOLERATIONS_ENV, [])
 
     @default("workspace")
     def _default_workspace(self):

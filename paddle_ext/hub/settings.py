@@ -15,14 +15,26 @@ from typing import Any
 
 import yaml
 
-from ..constants import (BACKEND_ENV, DATASETS_ENV, GPU_NODE_SELECTOR_ENV, GPU_RESOURCE, GPU_RESOURCE_ENV,
-                         GPU_TOLERATIONS_ENV, IMAGES_ENV, MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV,
-                         WORKSPACE_MOUNT_ENV)
+from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, MANAGED_BY,
+                         USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+# The notebook choices until a site names its own (HubSettings.profiles).
+DEFAULT_PROFILES = (
+    {"slug": "paddle-gpu", "display_name": "PaddlePaddle GPU", "gpus": 1, "cpu": "8", "memory": "32G",
+     "default": True},
+    {"slug": "paddle-gpu-x4", "display_name": "PaddlePaddle GPU x4", "gpus": 4, "cpu": "32", "memory": "128G"},
+    {"slug": "paddle-cpu", "display_name": "PaddlePaddle CPU only", "gpus": 0, "cpu": "2", "memory": "8G"},
+)
+_PROFILE_KEYS = {"slug", "display_name", "description", "gpus", "cpu", "memory", "image", "default"}
+# What a site may set for jobs launched from notebooks (JobBackend traits, see paddle_ext.backends.base).
+JOB_OPTION_KEYS = ("max_workers", "max_gpus_per_worker", "max_cpu", "max_memory", "default_command",
+                   "ttl_seconds_after_finished")
+JOB_KINDS = ("job", "paddlejob")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +46,6 @@ class HubSettings:
     gpu_image: str = "docker.io/paddlecloud/notebook:3.3.1-gpu"
     cpu_image: str = "docker.io/paddlecloud/notebook:3.3.1-cpu"
     worker_images: tuple[dict, ...] = ()
-    # What the CPU-only notebook profile asks for (requests = limits).
-    cpu_profile: dict = dataclasses.field(default_factory=lambda: {"cpu": "2", "memory": "8G"})
     gpu_resource: str = GPU_RESOURCE
     gpu_node_selector: dict = dataclasses.field(default_factory=dict)
     gpu_tolerations: tuple[dict, ...] = ()
@@ -56,6 +66,28 @@ class HubSettings:
     limit_range_memory: str = "2Gi"
     cull_idle_seconds: int = 3600
     hub_connect_url: str | None = None
+    # The notebook choices: each {"slug", "display_name", "gpus", "cpu", "memory", and optional
+    # "description", "image" (default: gpu_image with GPUs, else cpu_image), "default"}.
+    profiles: tuple[dict, ...] = DEFAULT_PROFILES
+    # Jobs launched from notebooks (handed to the notebook's Kubernetes backend): the kind
+    # ("job": Indexed Job + headless Service; "paddlejob": Kubeflow training operator), a Kueue
+    # LocalQueue to submit to ("" = no Kueue; with cluster_queue the spawner creates that
+    # LocalQueue in each user namespace, pointing at this ClusterQueue), and bounds and defaults
+    # (JOB_OPTION_KEYS: max_workers, max_gpus_per_worker, max_cpu, max_memory, default_command,
+    # ttl_seconds_after_finished).
+    job_kind: str = "job"
+    queue_name: str = ""
+    cluster_queue: str = ""
+    job_options: dict = dataclasses.field(default_factory=dict)
+    # The notebook's rules (tenancy.NOTEBOOK_RULES) as a ClusterRole the site installed (the Helm
+    # chart does): bound in each user namespace by a RoleBinding, so the hub needs only `bind` on
+    # that one ClusterRole. Empty: a Role of its own in each namespace (the hub must then hold
+    # every rule it grants).
+    notebook_cluster_role: str = ""
+    # A NetworkPolicy set in each user namespace (tenancy.user_network_policies); empty: none.
+    # {"hub_pod_labels": {...}, "proxy_pod_labels": {...}, "hub_api_port": 8081,
+    #  "api_server": [{"cidr": "10.0.0.1/32", "port": 6443}], "egress": [<extra egress rules>]}
+    user_network_policy: dict = dataclasses.field(default_factory=dict)
     # Who may log in, an explicit choice (the hub will not start without one): these users,
     # members of these groups (authenticators that know groups, e.g. OAuthenticator, LDAP),
     # or, with allow_all, everyone the authenticator accepts. Admins may always log in.
@@ -86,13 +118,30 @@ class HubSettings:
                 values[name] = tuple(values[name])
         return cls(**values)
 
+    def __post_init__(self):
+        if self.job_kind not in JOB_KINDS:
+            raise ValueError(f"job_kind must be one of {', '.join(JOB_KINDS)} (got '{self.job_kind}')")
+        unknown = sorted(set(self.job_options) - set(JOB_OPTION_KEYS))
+        if unknown:
+            raise ValueError(f"unknown job_options: {', '.join(unknown)} (known: {', '.join(JOB_OPTION_KEYS)})")
+        for profile in self.profiles:
+            missing = {"slug", "display_name", "gpus", "cpu", "memory"} - set(profile)
+            extra = set(profile) - _PROFILE_KEYS
+            if missing or extra:
+                raise ValueError(f"profile {profile.get('slug', '?')}: "
+                                 + "; ".join(filter(None, [missing and f"missing {', '.join(sorted(missing))}",
+                                                           extra and f"unknown {', '.join(sorted(extra))}"])))
+        if self.user_network_policy and not self.user_network_policy.get("hub_pod_labels"):
+            raise ValueError("user_network_policy needs hub_pod_labels (and proxy_pod_labels): "
+                             "the pods that may reach notebooks")
+
 
 HOME_MOUNT = "/home/jovyan"
 HOME_CLAIM_TEMPLATE = "home-{username}"
 _BOOL_FIELDS = ("jobs_share_home", "allow_all")
 _NAME_LIST_FIELDS = ("allowed_users", "allowed_groups")  # comma-separated in the environment
-_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets", *_NAME_LIST_FIELDS)
-_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "cpu_profile")
+_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
+_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
 _OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
 
@@ -155,32 +204,27 @@ def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str
 
 
 def profile_list(settings: HubSettings) -> list[dict]:
-    """The notebook choices: PaddlePaddle GPU (1 GPU), GPU x4, CPU only."""
-    def gpu_profile(slug: str, gpus: int, cpu: str, memory: str, default: bool = False) -> dict:
+    """The notebook choices (settings.profiles; default: PaddlePaddle GPU, GPU x4, CPU only)."""
+    def profile(entry: dict) -> dict:
+        gpus, cpu, memory = int(entry["gpus"]), str(entry["cpu"]), str(entry["memory"])
         override = {
-            "image": settings.gpu_image,
-            "extra_resource_limits": {settings.gpu_resource: str(gpus)},
-            "extra_resource_guarantees": {settings.gpu_resource: str(gpus)},
+            "image": entry.get("image") or (settings.gpu_image if gpus else settings.cpu_image),
             "cpu_guarantee": float(parse_quantity(cpu)), "cpu_limit": float(parse_quantity(cpu)),
             "mem_guarantee": memory, "mem_limit": memory,
         }
-        if settings.gpu_node_selector:
-            override["node_selector"] = dict(settings.gpu_node_selector)
-        if settings.gpu_tolerations:
-            override["tolerations"] = [dict(t) for t in settings.gpu_tolerations]
-        return {"display_name": f"PaddlePaddle GPU x{gpus}" if gpus > 1 else "PaddlePaddle GPU",
-                "slug": slug, "description": f"{gpus} GPU, {cpu} CPU, {memory} memory", "default": default,
-                "kubespawner_override": override}
+        if gpus:
+            override["extra_resource_limits"] = {settings.gpu_resource: str(gpus)}
+            override["extra_resource_guarantees"] = {settings.gpu_resource: str(gpus)}
+            if settings.gpu_node_selector:
+                override["node_selector"] = dict(settings.gpu_node_selector)
+            if settings.gpu_tolerations:
+                override["tolerations"] = [dict(t) for t in settings.gpu_tolerations]
+        description = entry.get("description") or (f"{gpus} GPU, {cpu} CPU, {memory} memory" if gpus
+                                                    else f"{cpu} CPU, {memory} memory")
+        return {"display_name": entry["display_name"], "slug": entry["slug"], "description": description,
+                "default": bool(entry.get("default", False)), "kubespawner_override": override}
 
-    cpu, memory = settings.cpu_profile["cpu"], settings.cpu_profile["memory"]
-    return [
-        gpu_profile("paddle-gpu", 1, "8", "32G", default=True),
-        gpu_profile("paddle-gpu-x4", 4, "32", "128G"),
-        {"display_name": "PaddlePaddle CPU only", "slug": "paddle-cpu", "description": f"{cpu} CPU, {memory} memory",
-         "kubespawner_override": {"image": settings.cpu_image, "cpu_guarantee": float(parse_quantity(cpu)),
-                                  "cpu_limit": float(parse_quantity(cpu)), "mem_guarantee": memory,
-                                  "mem_limit": memory}},
-    ]
+    return [profile(entry) for entry in settings.profiles]
 
 
 def notebook_datasets(settings: HubSettings) -> tuple[list[dict], list[dict]]:
@@ -209,15 +253,46 @@ def notebook_environment(settings: HubSettings) -> dict[str, str]:
         BACKEND_ENV: "kubernetes",
         DATASETS_ENV: json.dumps(list(settings.datasets)),
         IMAGES_ENV: json.dumps(list(settings.worker_images)),
-        # GPU jobs land where GPU notebooks do
-        GPU_RESOURCE_ENV: settings.gpu_resource,
-        GPU_NODE_SELECTOR_ENV: json.dumps(dict(settings.gpu_node_selector)),
-        GPU_TOLERATIONS_ENV: json.dumps(list(settings.gpu_tolerations)),
+        BACKEND_CONFIG_ENV: json.dumps(notebook_backend_config(settings), sort_keys=True),
     }
     env = {key: value.replace("{", "{{").replace("}", "}}") for key, value in env.items()}
     if settings.jobs_share_home:  # expanded per user by KubeSpawner, as the home claim's own name is
         env.update({WORKSPACE_CLAIM_ENV: HOME_CLAIM_TEMPLATE, WORKSPACE_MOUNT_ENV: HOME_MOUNT})
     return env
+
+
+def notebook_backend_config(settings: HubSettings) -> dict:
+    """Traitlets config for the notebook's job backend ({Class: {trait: value}}): how its jobs
+    are made on this site (kind, Kueue queue, GPUs) and the bounds of the launcher's form."""
+    kubernetes = {"job_kind": settings.job_kind, "gpu_resource": settings.gpu_resource}
+    if settings.queue_name:
+        kubernetes["queue_name"] = settings.queue_name
+    if settings.gpu_node_selector:
+        kubernetes["gpu_node_selector"] = dict(settings.gpu_node_selector)
+    if settings.gpu_tolerations:
+        kubernetes["gpu_tolerations"] = [dict(t) for t in settings.gpu_tolerations]
+    options = dict(settings.job_options)
+    if "ttl_seconds_after_finished" in options:
+        kubernetes["ttl_seconds_after_finished"] = options.pop("ttl_seconds_after_finished")
+    config = {"KubernetesBackend": kubernetes}
+    if options:
+        config["JobBackend"] = options
+    return config
+
+
+def traitlets_passthrough(path: str) -> dict:
+    """Traitlets config from a YAML file: {Class: {trait: value}} (the Helm chart's hub.config).
+    ValueError (one sentence) for anything else."""
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must map class names to {{trait: value}} mappings")
+    for section, traits in data.items():
+        if not (isinstance(section, str) and section.isidentifier() and section[0].isupper()):
+            raise ValueError(f"{path}: '{section}' is not a class name (hub.config is {{Class: {{trait: value}}}})")
+        if not isinstance(traits, dict):
+            raise ValueError(f"{path}: {section} must be a mapping of trait names to values")
+    return data
 
 
 def notebook_request(cpu: float | None, memory: str | int | None, gpus: int) -> JobUsage:

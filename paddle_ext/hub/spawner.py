@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from kubernetes_asyncio.client import AdmissionregistrationV1Api, RbacAuthorizationV1Api
+from kubernetes_asyncio.client import (AdmissionregistrationV1Api, CustomObjectsApi, NetworkingV1Api,
+                                      RbacAuthorizationV1Api)
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from tornado import web
@@ -109,6 +110,16 @@ class PaddleCloudSpawner(KubeSpawner):
 
     _policy_ensured = False  # class-wide: once per hub process
 
+    async def _create_or_replace(self, create: Callable, replace: Callable, ns: str, body: dict) -> None:
+        """Create the object, or replace the one there: a changed site setting reaches
+        namespaces made before it."""
+        try:
+            await asyncio.wait_for(create(ns, body), self.k8s_api_request_timeout)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            await asyncio.wait_for(replace(body["metadata"]["name"], ns, body), self.k8s_api_request_timeout)
+
     async def _ensure_service_policy(self) -> None:
         if PaddleCloudSpawner._policy_ensured or not self.service_exposure_policy:
             return
@@ -133,9 +144,27 @@ class PaddleCloudSpawner(KubeSpawner):
         rbac = RbacAuthorizationV1Api(self.api.api_client)
         await self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns,
                                              tenancy.service_account(ns))
-        await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
-        await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(ns))
+        if not settings.notebook_cluster_role:  # else the site's ClusterRole is bound, no Role made here
+            await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
+        await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(
+            ns, cluster_role=settings.notebook_cluster_role))
         self._step("Service account and role for training jobs ready")
+        if settings.user_network_policy:
+            networking = NetworkingV1Api(self.api.api_client)
+            policy = settings.user_network_policy
+            for body in tenancy.user_network_policies(
+                    ns, settings.hub_namespace, policy["hub_pod_labels"], policy.get("proxy_pod_labels"),
+                    policy.get("api_server", ()), policy.get("hub_api_port", 8081), policy.get("egress", ())):
+                await self._create_or_replace(networking.create_namespaced_network_policy,
+                                              networking.replace_namespaced_network_policy, ns, body)
+            self._step("Network policies ready")
+        if settings.queue_name and settings.cluster_queue:
+            custom = CustomObjectsApi(self.api.api_client)
+            await self._create_ignoring_conflict(
+                lambda namespace, body: custom.create_namespaced_custom_object(
+                    "kueue.x-k8s.io", "v1beta1", namespace, "localqueues", body),
+                ns, tenancy.local_queue(ns, settings.queue_name, settings.cluster_queue))
+            self._step(f"Job queue {settings.queue_name} ready")
         await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, ns, tenancy.limit_range(
             ns, settings.limit_range_cpu, settings.limit_range_memory))
         claims = dataset_claims(settings, ns)

@@ -23,6 +23,7 @@ import requests
 from cluster_helpers import GPU_TOLERATION, wait_for
 from hubutil import HubError, LocalHub, free_port
 from serverutil import sse_events
+from paddle_ext.hub.settings import DEFAULT_PROFILES
 from tools.k8s.cluster import IMAGE_REFS
 from tools.k8s.node import NODE_IP
 
@@ -67,7 +68,9 @@ class KubeHub(LocalHub):
             "PADDLECLOUD_USER_NAMESPACE_TEMPLATE": PREFIX + "-{username}",
             "PADDLECLOUD_HOME_STORAGE_CLASS": "home",
             "PADDLECLOUD_JOBS_SHARE_HOME": "true",
-            "PADDLECLOUD_CPU_PROFILE": json.dumps({"cpu": "250m", "memory": "1Gi"}),
+            # The site's profiles, with a CPU notebook small enough for the real node.
+            "PADDLECLOUD_PROFILES": json.dumps([*DEFAULT_PROFILES[:2], {**DEFAULT_PROFILES[2], "cpu": "250m",
+                                                                        "memory": "1Gi"}]),
             "PADDLECLOUD_DATASETS": json.dumps(DATASETS),
             "PADDLECLOUD_WORKER_IMAGES": json.dumps([{"name": IMAGE_REFS["worker"]}]),
             "PADDLECLOUD_GPU_TOLERATIONS": json.dumps([GPU_TOLERATION]),

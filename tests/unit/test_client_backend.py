@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddle_ext import JobClient
+from paddle_ext import JobClient, constants, kubeapi
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.backends.local import LocalBackend
 
@@ -29,7 +29,9 @@ users:
 def pod(tmp_path, monkeypatch):
     """The environment of this process, outside any cluster; `enter()` makes it look like a pod's."""
     account = tmp_path / "serviceaccount"
-    monkeypatch.setenv("PADDLECLOUD_SERVICEACCOUNT_DIR", str(account))
+    # Where a pod finds its service account, here a folder of the test's own.
+    monkeypatch.setattr(constants, "SERVICE_ACCOUNT_DIR", str(account))
+    monkeypatch.setattr(kubeapi, "SERVICE_ACCOUNT_DIR", str(account))
     monkeypatch.setenv("PADDLECLOUD_HOME", str(tmp_path / "home"))
     for name in ("PADDLECLOUD_BACKEND", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBECONFIG"):
         monkeypatch.delenv(name, raising=False)

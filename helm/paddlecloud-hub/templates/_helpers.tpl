@@ -1,0 +1,141 @@
+{{- /*
+Names. Namespaced objects have fixed names (hub, proxy, proxy-public, proxy-api: one release
+per namespace, as in Zero to JupyterHub); cluster-wide ones carry the release name.
+*/}}
+{{- define "pc.hub" -}}hub{{- end }}
+{{- define "pc.proxy" -}}proxy{{- end }}
+{{- define "pc.proxyPublic" -}}proxy-public{{- end }}
+{{- define "pc.proxyApi" -}}proxy-api{{- end }}
+{{- define "pc.hubDb" -}}hub-db{{- end }}
+{{- define "pc.settingsConfigMap" -}}hub-settings{{- end }}
+{{- define "pc.hubClusterRole" -}}{{ .Release.Name }}-hub{{- end }}
+{{- define "pc.notebookClusterRole" -}}{{ .Release.Name }}-notebook{{- end }}
+{{- /* The quota service's ConfigMap (paddle_ext.constants.QUOTA_CONFIGMAP), written by the hub. */}}
+{{- define "pc.quotaConfigMap" -}}paddlecloud-quotas{{- end }}
+{{- /* The admission policy that keeps users' Services inside (paddle_ext.tenancy.EXPOSURE_POLICY_NAME). */}}
+{{- define "pc.exposurePolicy" -}}paddlecloud-services-stay-inside{{- end }}
+
+{{- define "pc.hubApiPort" -}}8081{{- end }}
+{{- define "pc.quotaPort" -}}10101{{- end }}
+{{- define "pc.proxyApiPort" -}}8001{{- end }}
+{{- define "pc.proxyPort" -}}8000{{- end }}
+
+{{- /* Where pods in any namespace reach the hub's Service. */}}
+{{- define "pc.hubHost" -}}{{ include "pc.hub" . }}.{{ .Release.Namespace }}.svc{{- end }}
+
+{{- /* Labels */}}
+{{- define "pc.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "pc.labels" -}}
+{{ include "pc.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ .root.Chart.Name }}-{{ .root.Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{- define "pc.image" -}}{{ .repository }}:{{ .tag }}{{- end }}
+
+{{- /*
+The Secret's generated values, made once and kept: read back from the Secret in the cluster
+(lookup) when it is there, else new. Computed once per render (cached in .Values), so the
+Secret and the pods' checksum annotations agree even on the first install.
+*/}}
+{{- define "pc.generated" -}}
+{{- if not (hasKey .Values "__pcGenerated") }}
+{{- $data := (lookup "v1" "Secret" .Release.Namespace (include "pc.hub" .)).data | default dict }}
+{{- $token := get $data "proxy.token" | b64dec }}
+{{- if not $token }}{{ $token = randAlphaNum 64 }}{{ end }}
+{{- $cookie := get $data "hub.cookie-secret" | b64dec }}
+{{- if not $cookie }}
+{{- range $i := until 64 }}{{ $cookie = print $cookie (mod (randNumeric 4 | atoi) 16 | printf "%x") }}{{ end }}
+{{- end }}
+{{- $_ := set .Values "__pcGenerated" (dict "proxyToken" $token "cookieSecret" $cookie) }}
+{{- end }}
+{{- toJson (get .Values "__pcGenerated") }}
+{{- end }}
+
+{{- /*
+The traitlets passthrough the hub loads last: hub.config, plus what the chart decides
+(the chart installs the Services admission policy itself, so the hub need not).
+*/}}
+{{- define "pc.hubConfig" -}}
+{{- $config := deepCopy .Values.hub.config }}
+{{- $spawner := get $config "PaddleCloudSpawner" | default dict }}
+{{- $_ := set $spawner "service_exposure_policy" false }}
+{{- $_ := set $config "PaddleCloudSpawner" $spawner }}
+{{- toYaml $config }}
+{{- end }}
+
+{{- /* Where users' pods reach the API server: values, else the cluster's, else 443/6443 anywhere. */}}
+{{- define "pc.apiServer" -}}
+{{- $entries := list }}
+{{- if .Values.networkPolicy.apiServer }}
+{{- $entries = .Values.networkPolicy.apiServer }}
+{{- else }}
+{{- $service := lookup "v1" "Service" "default" "kubernetes" }}
+{{- $slices := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "" }}
+{{- range $slice := ($slices.items | default list) }}
+{{- if eq (index ($slice.metadata.labels | default dict) "kubernetes.io/service-name" | default "") "kubernetes" }}
+{{- range $port := ($slice.ports | default list) }}
+{{- range $endpoint := ($slice.endpoints | default list) }}
+{{- range $address := $endpoint.addresses }}
+{{- $cidr := ternary (printf "%s/128" $address) (printf "%s/32" $address) (contains ":" $address) }}
+{{- $entries = append $entries (dict "cidr" $cidr "port" $port.port) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $entries $service }}
+{{- range $ip := ($service.spec.clusterIPs | default (list $service.spec.clusterIP)) }}
+{{- $cidr := ternary (printf "%s/128" $ip) (printf "%s/32" $ip) (contains ":" $ip) }}
+{{- range $port := $service.spec.ports }}
+{{- $entries = append $entries (dict "cidr" $cidr "port" $port.port) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not $entries }}
+{{- $entries = list (dict "cidr" "0.0.0.0/0" "port" 443) (dict "cidr" "0.0.0.0/0" "port" 6443) }}
+{{- end }}
+{{- end }}
+{{- toJson $entries }}
+{{- end }}
+
+{{- /* The hub's settings file (paddle_ext.hub.settings.HubSettings): settings plus what the chart decides. */}}
+{{- define "pc.settings" -}}
+{{- $settings := deepCopy .Values.settings }}
+{{- $_ := set $settings "hub_namespace" .Release.Namespace }}
+{{- $_ := set $settings "hub_connect_url" (printf "http://%s:%s" (include "pc.hubHost" .) (include "pc.hubApiPort" .)) }}
+{{- $_ := set $settings "quota_service_host" (include "pc.hubHost" .) }}
+{{- $_ := set $settings "quota_service_port" (include "pc.quotaPort" . | atoi) }}
+{{- $_ := set $settings "notebook_cluster_role" (include "pc.notebookClusterRole" .) }}
+{{- if .Values.networkPolicy.enabled }}
+{{- $policy := dict
+      "hub_pod_labels" (include "pc.selectorLabels" (dict "root" . "component" "hub") | fromYaml)
+      "proxy_pod_labels" (include "pc.selectorLabels" (dict "root" . "component" "proxy") | fromYaml)
+      "hub_api_port" (include "pc.hubApiPort" . | atoi)
+      "api_server" (include "pc.apiServer" . | fromJsonArray)
+      "egress" .Values.networkPolicy.userEgress }}
+{{- $_ := set $settings "user_network_policy" $policy }}
+{{- end }}
+{{- toYaml $settings }}
+{{- end }}
+
+{{- /* The pods' security context: Pod Security "restricted". */}}
+{{- define "pc.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 1000
+runAsGroup: 100
+fsGroup: 100
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+{{- define "pc.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: [ALL]
+{{- end }}

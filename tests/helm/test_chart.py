@@ -1,0 +1,246 @@
+"""The chart without a cluster: lint, render, schema, and that what it renders is what the
+hub's code reads (HubSettings, the notebook rules, the Services policy, the passthrough)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from helmlib import CHART, MATRIX, REPO, documents, find, helm, secret_data, settings_text, template, values_file
+from paddle_ext import tenancy
+from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, profile_list,
+                                     traitlets_passthrough)
+
+pytestmark = pytest.mark.usefixtures("k8s_tools")
+
+# HubSettings fields the chart decides itself (not in the values' `settings:`).
+CHART_SETS = {"hub_namespace", "hub_connect_url", "quota_service_host", "quota_service_port",
+              "notebook_cluster_role", "user_network_policy"}
+# Where values.yaml's `settings:` default differs from HubSettings' on purpose.
+CHART_DEFAULTS = {"gpu_tolerations": ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)}
+
+
+def schema() -> dict:
+    return json.loads((CHART / "values.schema.json").read_text())
+
+
+def chart_values() -> dict:
+    return yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def test_the_json_schema_is_generated_from_the_hand_written_yaml():
+    proc = subprocess.run([sys.executable, str(REPO / "helm" / "schema.py"), "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((CHART / "values.schema.json").read_text()) == yaml.safe_load(
+        (CHART / "values.schema.yaml").read_text())
+
+
+def test_the_check_catches_a_stale_json(tmp_path, monkeypatch):
+    """The sync check is shown to fail: a schema whose JSON lags its YAML is reported."""
+    sys.path.insert(0, str(REPO / "helm"))
+    import schema as schema_tool
+
+    stale = tmp_path / "values.schema.json"
+    stale.write_text(schema_tool.rendered().replace('"minLength": 1', '"minLength": 0', 1))
+    monkeypatch.setattr(schema_tool, "TARGET", stale)
+    assert schema_tool.main(["--check"]) == 1
+    assert schema_tool.main([]) == 0 and schema_tool.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_lint_strict(name):
+    proc = helm("lint", "--strict", str(CHART), "-f", values_file(name), "--namespace", "paddlecloud")
+    assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_every_values_file_renders_and_each_object_is_what_the_hub_expects(name):
+    docs = documents(template(values_file(name)))
+    kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+    always = {"ServiceAccount/hub", "ConfigMap/hub-settings", "Secret/hub", "PersistentVolumeClaim/hub-db",
+              "Service/hub", "Service/proxy-public", "Service/proxy-api", "Deployment/hub", "Deployment/proxy",
+              "ClusterRole/pc-hub", "ClusterRoleBinding/pc-hub", "Role/hub", "RoleBinding/hub",
+              "ClusterRole/pc-notebook", "ValidatingAdmissionPolicy/paddlecloud-services-stay-inside",
+              "ValidatingAdmissionPolicyBinding/paddlecloud-services-stay-inside", "PodDisruptionBudget/proxy"}
+    assert always <= set(kinds), always - set(kinds)
+    assert len(kinds) == len(set(kinds)), "an object is rendered twice"
+    for doc in docs:
+        namespaced = doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                                         "ValidatingAdmissionPolicyBinding")
+        assert "namespace" not in doc["metadata"] or not namespaced  # helm puts them in the release namespace
+        for pod in [doc["spec"]["template"]["spec"]] if doc["kind"] == "Deployment" else []:
+            for container in pod["containers"]:
+                assert container["imagePullPolicy"] in ("IfNotPresent", "Never")
+                assert container["securityContext"] == {"allowPrivilegeEscalation": False,
+                                                        "capabilities": {"drop": ["ALL"]}}
+            assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"]
+    hub = find(docs, "Deployment", "hub")
+    assert hub["spec"]["strategy"] == {"type": "Recreate"} and hub["spec"]["replicas"] == 1
+    env = {e["name"]: e for e in hub["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["PADDLECLOUD_PROXY_API_URL"]["value"] == "http://proxy-api:8001"
+    assert env["CONFIGPROXY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hub", "key": "proxy.token"}
+    assert env["JPY_COOKIE_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "hub", "key": "hub.cookie-secret"}
+    netpols = {d["metadata"]["name"] for d in docs if d["kind"] == "NetworkPolicy"}
+    ingress = [d for d in docs if d["kind"] == "Ingress"]
+    settings = yaml.safe_load(settings_text(docs))
+    if name == "ingress-tls":
+        assert not netpols and "user_network_policy" not in settings
+        (ing,) = ingress
+        assert ing["spec"]["tls"] == [{"secretName": "hub-tls", "hosts": ["hub.example.org"]}]
+        assert ing["spec"]["ingressClassName"] == "nginx"
+        assert ing["spec"]["rules"][0]["host"] == "hub.example.org"
+        assert ing["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"] == {
+            "name": "proxy-public", "port": {"name": "http"}}
+    else:
+        assert netpols == {"hub", "proxy"} and not ingress
+        assert settings["user_network_policy"]["hub_pod_labels"] == \
+            hub["spec"]["template"]["metadata"]["labels"]
+    public = find(docs, "Service", "proxy-public")
+    hub_rules = find(docs, "ClusterRole", "pc-hub")["rules"]
+    queues = [r for r in hub_rules if r["apiGroups"] == ["kueue.x-k8s.io"]]
+    assert bool(queues) == (name == "kueue")
+    if name == "full":
+        assert public["spec"]["type"] == "NodePort" and public["spec"]["ports"][0]["nodePort"] == 30080
+        assert find(docs, "PodDisruptionBudget", "proxy")["spec"]["minAvailable"] == 1
+        assert settings["user_network_policy"]["api_server"] == [{"cidr": "10.0.0.10/32", "port": 6443}]
+    if name == "paddlejob":
+        assert public["spec"]["type"] == "LoadBalancer"
+        assert public["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+        assert settings["job_kind"] == "paddlejob"
+    if name == "minimal":
+        assert public["spec"]["type"] == "ClusterIP"
+        # Where the API server is cannot be read without a cluster: users' pods may reach 443/6443.
+        assert settings["user_network_policy"]["api_server"] == [{"cidr": "0.0.0.0/0", "port": 443},
+                                                                 {"cidr": "0.0.0.0/0", "port": 6443}]
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_the_rendered_settings_are_what_HubSettings_reads(name, tmp_path):
+    docs = documents(template(values_file(name)))
+    path = tmp_path / "values.yaml"
+    path.write_text(settings_text(docs))
+    settings = HubSettings.load(str(path), environ={})  # unknown or malformed settings raise here
+    values = yaml.safe_load(open(values_file(name)))
+    for key, value in values["settings"].items():
+        got = getattr(settings, key)
+        assert (list(got) if isinstance(got, tuple) else got) == value, key
+    assert settings.hub_namespace == "paddlecloud" and settings.notebook_cluster_role == "pc-notebook"
+    assert settings.hub_connect_url == "http://hub.paddlecloud.svc:8081"
+    assert (settings.quota_service_host, settings.quota_service_port) == ("hub.paddlecloud.svc", 10101)
+    assert profile_list(settings) and notebook_backend_config(settings)["KubernetesBackend"]["job_kind"] in (
+        "job", "paddlejob")
+    from jupyterhub.auth import LocalAuthenticator
+    assert login_access(settings, LocalAuthenticator)  # a login choice that the hub accepts
+
+
+def test_settings_map_one_to_one_onto_HubSettings():
+    fields = {f.name: f for f in dataclasses.fields(HubSettings)}
+    in_schema = set(schema()["properties"]["settings"]["properties"])
+    assert in_schema | CHART_SETS == set(fields), (
+        f"in HubSettings, not in the chart: {sorted(set(fields) - in_schema - CHART_SETS)}; "
+        f"in the chart, not in HubSettings: {sorted(in_schema - set(fields))}")
+    assert not in_schema & CHART_SETS
+    defaults = chart_values()["settings"]
+    assert set(defaults) == in_schema, "values.yaml lists every setting with its default"
+    reference = HubSettings()
+    for key, value in defaults.items():
+        expected = CHART_DEFAULTS.get(key, getattr(reference, key))
+        got = tuple(value) if isinstance(value, list) else value
+        assert got == expected, f"values.yaml settings.{key} = {value!r}, HubSettings default {expected!r}"
+
+
+BAD_VALUES = [
+    ("misspelt top-level key", {"hubb": {}}, "additional properties 'hubb' not allowed"),
+    ("misspelt hub key", {"hub": {"authenticatorClas": "github"}}, "additional properties 'authenticatorClas'"),
+    ("misspelt setting", {"settings": {"gpu_imag": "x"}}, "additional properties 'gpu_imag' not allowed"),
+    ("misspelt nested key", {"proxy": {"service": {"typ": "NodePort"}}}, "additional properties 'typ'"),
+    ("wrong type: string for integer", {"settings": {"cull_idle_seconds": "1h"}},
+     "at '/settings/cull_idle_seconds': got string, want integer"),
+    ("wrong type: string for boolean", {"settings": {"jobs_share_home": "yes"}},
+     "at '/settings/jobs_share_home': got string, want boolean"),
+    ("not a service type", {"proxy": {"service": {"type": "Ingress"}}}, "at '/proxy/service/type'"),
+    ("not a quantity", {"settings": {"home_capacity": "ten gigs"}}, "at '/settings/home_capacity'"),
+    ("not a job kind", {"settings": {"job_kind": "mpijob"}}, "at '/settings/job_kind'"),
+    ("hub.config not {Class: {trait: value}}", {"hub": {"config": {"client_id": "x"}}}, "at '/hub/config"),
+]
+
+
+@pytest.mark.parametrize("what,override,message", BAD_VALUES, ids=[b[0] for b in BAD_VALUES])
+def test_the_schema_refuses(what, override, message, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(override))
+    proc = helm("template", "pc", str(CHART), "-f", values_file("minimal"), "-f", str(bad), check=False)
+    assert proc.returncode != 0, f"{what} was accepted"
+    assert message in proc.stderr, proc.stderr
+
+
+def test_without_a_login_choice_install_is_refused_naming_the_three_ways(tmp_path):
+    proc = helm("template", "pc", str(CHART), check=False)
+    assert proc.returncode != 0
+    for words in ("/hub/authenticatorClass", "/settings/allowed_users", "/settings/allowed_groups",
+                  "/settings/allow_all"):
+        assert words in proc.stderr, proc.stderr
+
+
+def test_the_notebook_cluster_role_holds_exactly_the_notebook_rules():
+    role = find(documents(template(values_file("minimal"))), "ClusterRole", "pc-notebook")
+    assert role["rules"] == [dict(rule) for rule in tenancy.NOTEBOOK_RULES]
+
+
+def test_the_services_policy_is_the_one_the_spawner_would_make():
+    docs = documents(template(values_file("minimal")))
+    for expected in tenancy.service_exposure_policy():
+        got = find(docs, expected["kind"], expected["metadata"]["name"])
+        assert got["spec"] == expected["spec"]
+
+
+def test_secrets_are_generated_once_per_render_and_the_pods_checksums_agree():
+    def render():
+        docs = documents(template(values_file("minimal")))
+        data = secret_data(find(docs, "Secret", "hub"))
+        hub = find(docs, "Deployment", "hub")["spec"]["template"]["metadata"]["annotations"]
+        proxy = find(docs, "Deployment", "proxy")["spec"]["template"]["metadata"]["annotations"]
+        return data, hub, proxy
+
+    data, hub, proxy = render()
+    assert re.fullmatch(r"[A-Za-z0-9]{64}", data["proxy.token"])
+    assert re.fullmatch(r"[0-9a-f]{64}", data["hub.cookie-secret"])
+    assert hub["checksum/secrets"] == hashlib.sha256(
+        (data["proxy.token"] + data["hub.cookie-secret"]).encode()).hexdigest()
+    assert proxy["checksum/auth-token"] == hashlib.sha256(data["proxy.token"].encode()).hexdigest()[:4]
+    again, _, _ = render()  # no cluster to look up: a new token each time (the install test checks lookup)
+    assert again["proxy.token"] != data["proxy.token"]
+
+
+def test_hub_config_is_passed_through_in_the_secret(tmp_path):
+    docs = documents(template(values_file("minimal")))
+    text = secret_data(find(docs, "Secret", "hub"))["hub-config.yaml"]
+    assert "a-secret" not in json.dumps(docs[:0] + [d for d in docs if d["kind"] != "Secret"])
+    path = tmp_path / "hub-config.yaml"
+    path.write_text(text)
+    assert traitlets_passthrough(str(path)) == {
+        "GitHubOAuthenticator": {"client_id": "an-id", "client_secret": "a-secret",
+                                 "oauth_callback_url": "https://hub.example.org/hub/oauth_callback"},
+        # The chart installs the Services policy, so the hub does not (and may not).
+        "PaddleCloudSpawner": {"service_exposure_policy": False}}
+
+
+def test_a_settings_change_changes_the_hubs_checksum_and_not_the_proxys(tmp_path):
+    change = tmp_path / "change.yaml"
+    change.write_text("settings: {cull_idle_seconds: 7200}\n")
+    base = documents(template(values_file("minimal")))
+    changed = documents(template(values_file("minimal"), str(change)))
+
+    def annotations(docs, name):
+        return find(docs, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
+
+    assert annotations(base, "hub")["checksum/settings"] != annotations(changed, "hub")["checksum/settings"]
+    assert annotations(base, "hub")["checksum/hub-config"] == annotations(changed, "hub")["checksum/hub-config"]
+    assert set(annotations(base, "proxy")) == {"checksum/auth-token"}  # only the token restarts the proxy
