@@ -8,6 +8,7 @@ them skip). The real-node tests skip with one line where this machine cannot run
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -49,14 +50,35 @@ def real_cluster(k8s_tools, tmp_path_factory):
     reason = node.host_unavailable_reason()
     if reason:
         pytest.skip(f"helm install on the real node: {reason}")
-    missing = [ref for ref in IMAGE_REFS.values() if ref not in images.built_images()]
-    if missing:
-        pytest.fail(f"helm install on the real node: images not built: {missing}; run `make images`", pytrace=False)
+    # Images are global on this machine: another checkout's `make images` may have replaced ours
+    # since. The chart must run this checkout's images, so rebuild what differs (seconds, from
+    # the layer cache), and check below that the node imported exactly those.
+    wanted = {ref: key for ref, key in images.planned_keys(os.path.join(bin_dir(), "pause")).items()
+              if ref in IMAGE_REFS.values()}
+    if any(images.built_images().get(ref) != key for ref, key in wanted.items()):
+        build = subprocess.run(["python3", os.path.join(images.HERE, "images.py"), "build", "--bin-dir", bin_dir()],
+                               capture_output=True, text=True)
+        if build.returncode != 0:
+            pytest.fail(f"helm install on the real node: `make images` failed: {build.stderr[-2000:]}", pytrace=False)
     cluster = Cluster(str(tmp_path_factory.mktemp("helm-real")), bin_dir(), nodes=2, complete_after="3s",
                       real_node=True,
                       node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()
     cluster.start()
     print(f"\nreal-node cluster ready in {time.monotonic() - t0:.1f}s")
+    stale = sorted(ref for ref, key in wanted.items() if cluster.images.get(ref) != key)
+    if stale:
+        cluster.stop()
+        pytest.fail(f"helm install on the real node: {stale} in the node are not this checkout's (another "
+                    "checkout rebuilt them while this one started); run again", pytrace=False)
     yield cluster
     cluster.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Record failed tests in their module's FAILED list, where it has one (for diagnostics)."""
+    outcome = yield
+    failed = getattr(item.module, "FAILED", None)
+    if outcome.get_result().failed and failed is not None:
+        failed.append(item.name)

@@ -1,0 +1,402 @@
+"""`helm install` on the real node, used end to end through proxy-public.
+
+The hub, the proxy, the notebook and the training workers are the images `make images`
+built, running as real pods (containerd, runc, CNI bridge, kube-proxy, CoreDNS). The test
+reaches the hub only through the proxy-public Service's NodePort on the node's address
+198.18.0.1, as a user would. One module, in order: install, log in, spawn, a 2-worker job,
+quota, RBAC, upgrade, uninstall. Clean-up (uninstall, namespaces, PersistentVolumes) runs
+even when a step fails.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+from helmlib import CHART, REPO, helm, kubectl, secret_data
+
+NS = "paddlecloud"
+RELEASE = "pc"
+USER = "alice"
+ADMIN = "admin"
+USER_NS = f"paddlecloud-{USER}"
+HUB_SA = f"system:serviceaccount:{NS}:hub"
+NODE_IP = "198.18.0.1"
+STORAGE_CLASSES = ("helm-test-hub", "helm-test-home")
+TRAIN = (REPO / "paddle_ext" / "examples" / "train.py").read_text()
+SLEEPER = "import time\nfor i in range(900):\n    print('tick', i, flush=True)\n    time.sleep(1)\n"
+
+
+def e2e_values(password: str) -> dict:
+    """A small install for a 2-core node: dummy login with a password (through hub.config, so
+    the passthrough is used for real), NodePort, one small CPU profile, static volumes."""
+    return {
+        "hub": {"authenticatorClass": "dummy", "adminUsers": [ADMIN],
+                "config": {"DummyAuthenticator": {"password": password}},
+                "db": {"storageClassName": STORAGE_CLASSES[0], "size": "1Gi"},
+                "resources": {"requests": {"cpu": "50m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}},
+        "proxy": {"service": {"type": "NodePort", "port": 80},
+                  "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}},
+        "settings": {
+            "allowed_users": [USER],
+            "profiles": [{"slug": "cpu-small", "display_name": "PaddlePaddle CPU (small)", "gpus": 0,
+                          "cpu": "500m", "memory": "1Gi", "default": True}],
+            "home_storage_class": STORAGE_CLASSES[1], "home_capacity": "1Gi",
+            "worker_images": [{"name": "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"}],
+            "job_options": {"max_workers": 4},
+        },
+    }
+
+
+def host_volume(path: Path, name: str, storage_class: str, namespace: str, claim: str) -> dict:
+    """A hostPath PersistentVolume bound ahead to one claim (no provisioner runs here)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o777)  # the pods run as uid 1000; fsGroup does not apply to hostPath
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": storage_class, "persistentVolumeReclaimPolicy": "Retain",
+                     "claimRef": {"namespace": namespace, "name": claim}, "hostPath": {"path": str(path)}}}
+
+
+def wait_for(what: str, check, timeout: float = 120, interval: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Deployment:
+    """The installed release, seen from outside: kubectl for the admin, HTTP for users."""
+
+    def __init__(self, cluster, workdir: Path):
+        self.cluster = cluster
+        self.kubeconfig = cluster.kubeconfig
+        self.workdir = workdir
+        self.password = secrets.token_urlsafe(12)
+        self.values = workdir / "values.yaml"
+        self.values.write_text(yaml.safe_dump(e2e_values(self.password)))
+        self.url = ""
+        self.sessions: dict[str, requests.Session] = {}
+        self.tokens: dict[str, str] = {}
+        self.install_output = ""
+
+    def k(self, *args: str, check: bool = True, input: str | None = None):
+        return kubectl(self.kubeconfig, *args, check=check, input=input)
+
+    def get(self, *args: str) -> dict:
+        return json.loads(self.k("get", "-o", "json", *args).stdout)
+
+    def helm(self, *args: str, check: bool = True, timeout: float = 420):
+        return helm(*args, check=check, kubeconfig=self.kubeconfig, timeout=timeout)
+
+    def pod(self, namespace: str, selector: str) -> dict:
+        pods = [p for p in self.get("pods", "-n", namespace, "-l", selector)["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+        assert len(pods) == 1, f"{len(pods)} pods for {selector} in {namespace}"
+        return pods[0]
+
+    # --- as a user, through proxy-public
+
+    def login(self, name: str) -> requests.Session:
+        session = requests.Session()
+        session.get(f"{self.url}/hub/login", timeout=30).raise_for_status()
+        response = session.post(f"{self.url}/hub/login", allow_redirects=False, timeout=60, data={
+            "username": name, "password": self.password, "_xsrf": session.cookies.get("_xsrf")})
+        assert response.status_code == 302, f"login as {name}: HTTP {response.status_code} {response.text[:300]}"
+        token = session.post(f"{self.url}/hub/api/users/{name}/tokens", json={"note": "helm test"}, timeout=30,
+                             headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")
+                                      or session.cookies.get("_xsrf")})
+        assert token.status_code == 201, token.text
+        self.sessions[name], self.tokens[name] = session, token.json()["token"]
+        return session
+
+    def api(self, method: str, path: str, user: str = USER, **kwargs) -> requests.Response:
+        kwargs.setdefault("timeout", 60)
+        headers = {"Authorization": f"token {self.tokens[user]}", **kwargs.pop("headers", {})}
+        return requests.request(method, f"{self.url}{path}", headers=headers, **kwargs)
+
+    def job(self, name: str) -> dict:
+        response = self.api("GET", f"/user/{USER}/paddle/api/jobs/{name}")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def diagnostics(self) -> str:
+        parts = []
+        for args in (("get", "pods", "-A", "-o", "wide"), ("logs", "-n", NS, "deployment/hub", "--tail=60"),
+                     ("get", "events", "-A", "--sort-by=.lastTimestamp")):
+            parts.append(self.k(*args, check=False).stdout[-6000:])
+        return "\n".join(parts)
+
+    # --- clean-up, whatever happened
+
+    def clean_up(self, failed: bool):
+        if failed:  # what the hub said, before it goes
+            print("\n--- diagnostics after a failure ---\n" + self.diagnostics())
+        self.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s", check=False)
+        for namespace in (USER_NS, NS):
+            self.k("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
+        self.k("delete", "pv", "-l", "paddlecloud.io/helm-test=true", "--ignore-not-found", "--wait=false",
+               check=False)
+        for kind in ("clusterrole", "clusterrolebinding", "validatingadmissionpolicy",
+                     "validatingadmissionpolicybinding"):
+            self.k("delete", kind, "-l", f"app.kubernetes.io/instance={RELEASE}", "--ignore-not-found", check=False)
+
+
+FAILED: list[str] = []  # tests of this module that failed (conftest.py's report hook)
+
+
+@pytest.fixture(scope="module")
+def deployment(real_cluster, tmp_path_factory):
+    work = tmp_path_factory.mktemp("helm-install")
+    d = Deployment(real_cluster, work)
+    for pv in (host_volume(work / "hub-db", "helm-test-hub-db", STORAGE_CLASSES[0], NS, "hub-db"),
+               host_volume(work / "home-alice", "helm-test-home-alice", STORAGE_CLASSES[1], USER_NS, f"home-{USER}")):
+        pv["metadata"]["labels"] = {"paddlecloud.io/helm-test": "true"}
+        d.k("apply", "-f", "-", input=yaml.safe_dump(pv))
+    try:
+        yield d
+    finally:
+        d.clean_up(failed=bool(FAILED))
+
+
+def test_install_the_hub_and_proxy_become_ready(deployment):
+    d = deployment
+    t0 = time.monotonic()
+    proc = d.helm("install", RELEASE, str(CHART), "-n", NS, "--create-namespace", "-f", str(d.values),
+                  "--wait", "--timeout", "300s", check=False)
+    assert proc.returncode == 0, proc.stderr + d.diagnostics()
+    print(f"helm install --wait: {time.monotonic() - t0:.1f}s")
+    d.install_output = proc.stdout
+    for component in ("hub", "proxy"):
+        pod = d.pod(NS, f"app.kubernetes.io/component={component}")
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True", pod["status"]
+        assert pod["spec"]["nodeName"] == d.cluster.real_node_name
+    node_port = d.get("service", "-n", NS, "proxy-public")["spec"]["ports"][0]["nodePort"]
+    d.url = f"http://{NODE_IP}:{node_port}"
+    assert requests.get(f"{d.url}/hub/health", timeout=30).status_code == 200
+    assert "Log in with \"dummy\" (any password: for trials only)" in proc.stdout
+    assert "kubectl -n paddlecloud get service proxy-public -o jsonpath='{.spec.ports[0].nodePort}'" in proc.stdout
+    # The hub's image has the authenticators the README's examples use.
+    check = ("from jupyterhub.app import JupyterHub as J; "
+             "print([J.authenticator_class.validate(None, n).__name__ for n in ('github', 'ldapauthenticator')])")
+    out = d.k("exec", "-n", NS, "deployment/hub", "--", "python", "-c", check).stdout
+    assert "GitHubOAuthenticator" in out and "LDAPAuthenticator" in out
+
+
+def test_a_user_logs_in_spawns_a_notebook_and_runs_a_two_worker_job(deployment):
+    d = deployment
+    assert d.url, "the install step failed"
+    d.login(USER)
+    t0 = time.monotonic()
+    response = d.api("POST", f"/hub/api/users/{USER}/server")
+    assert response.status_code in (201, 202), response.text
+
+    def ready():
+        server = d.api("GET", f"/hub/api/users/{USER}").json().get("servers", {}).get("")
+        assert server is not None, "the server stopped while starting:\n" + d.diagnostics()
+        return server.get("ready")
+
+    wait_for("alice's notebook", ready, timeout=300, interval=2)
+    print(f"notebook ready in {time.monotonic() - t0:.1f}s")
+    notebook = d.pod(USER_NS, "component=singleuser-server")
+    assert notebook["spec"]["nodeName"] == d.cluster.real_node_name
+    assert notebook["spec"]["containers"][0]["image"] == "docker.io/paddlecloud/notebook:3.3.1-cpu"
+    assert notebook["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
+    # The site's job settings reached the notebook's backend (job_options.max_workers: 4).
+    options = d.api("GET", f"/user/{USER}/paddle/api/options")
+    assert options.status_code == 200 and options.json()["bounds"]["workers"]["max"] == 4, options.text
+    for name, text in (("train.py", TRAIN), ("sleeper.py", SLEEPER)):
+        put = d.api("PUT", f"/user/{USER}/api/contents/{name}", json={"type": "file", "format": "text",
+                                                                      "content": text})
+        assert put.status_code in (200, 201), put.text
+    t0 = time.monotonic()
+    submit = d.api("POST", f"/user/{USER}/paddle/api/jobs", json={
+        "name": "train-helm", "command": ["python", "train.py", "--epochs", "2", "--steps", "5"],
+        "workers": 2, "cpu": "250m", "memory": "1Gi"})
+    assert submit.status_code == 201, submit.text
+    job = wait_for("the job to end", lambda: (j := d.job("train-helm"))["phase"] in ("Succeeded", "Failed") and j,
+                   timeout=300, interval=2)
+    logs = d.api("GET", f"/user/{USER}/paddle/api/jobs/train-helm/logs").text
+    assert job["phase"] == "Succeeded", f"{job}\n{logs[-3000:]}"
+    print(f"2-worker job: {time.monotonic() - t0:.1f}s")
+    assert "[worker-0] rank 0: all_reduce check ok: sum=3 over 2 workers" in logs, logs[-3000:]
+    assert "[worker-1] rank 1: done" in logs
+    pods = d.get("pods", "-n", USER_NS, "-l", "paddlecloud.io/job=train-helm")["items"]
+    assert {p["spec"]["nodeName"] for p in pods} == {d.cluster.real_node_name} and len(pods) == 2
+
+
+def test_an_admin_changes_the_users_quota_and_the_resourcequota_follows(deployment):
+    d = deployment
+    assert USER in d.tokens, "the spawn step failed"
+    d.login(ADMIN)
+    before = d.get("resourcequota", "-n", USER_NS, "paddlecloud-quota")["spec"]["hard"]
+    assert before["requests.cpu"] == "32"  # settings.default_quota
+    page = d.sessions[ADMIN].get(f"{d.url}/services/quota/", timeout=60)
+    assert page.status_code == 200 and "quota" in page.text.lower()
+    response = d.api("PUT", f"/services/quota/api/quotas/users/{USER}", user=ADMIN,
+                     json={"cpu": "6", "memory": "12Gi", "gpus": 1})
+    assert response.status_code == 200, response.text
+    assert not response.json().get("sync_errors"), response.json()
+    hard = d.get("resourcequota", "-n", USER_NS, "paddlecloud-quota")["spec"]["hard"]
+    assert (hard["requests.cpu"], hard["requests.memory"], hard["requests.nvidia.com/gpu"]) == ("6", "12Gi", "1")
+    # The settings live in the hub's namespace, where a reinstall finds them.
+    stored = d.get("configmap", "-n", NS, "paddlecloud-quotas")["data"]["quotas.json"]
+    assert json.loads(stored)["users"][USER]["limits"]["cpu"] == "6"
+    # A user may not.
+    refused = d.api("PUT", f"/services/quota/api/quotas/users/{USER}", json={"cpu": "64"})
+    assert refused.status_code == 403
+
+
+# What the hub's service account must be able to do (the code does each of these).
+HUB_MAY = [
+    ("create", "namespaces", None),
+    *((verb, "pods", USER_NS) for verb in ("get", "list", "watch", "create", "delete", "deletecollection")),
+    ("list", "pods", "*"), ("watch", "pods", "*"), ("list", "events", "*"), ("watch", "events", "*"),
+    *((verb, "persistentvolumeclaims", USER_NS) for verb in ("get", "create", "delete")),
+    ("create", "serviceaccounts", USER_NS), ("create", "limitranges", USER_NS),
+    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "update", "delete")),
+    ("delete", "services", USER_NS), ("list", "nodes", None),
+    *((verb, "jobs.batch", USER_NS) for verb in ("get", "list", "patch")),
+    ("create", "rolebindings.rbac.authorization.k8s.io", USER_NS),
+    ("bind", f"clusterroles.rbac.authorization.k8s.io/{RELEASE}-notebook", None),
+    ("create", "networkpolicies.networking.k8s.io", USER_NS), ("update", "networkpolicies.networking.k8s.io", USER_NS),
+    ("get", "configmaps/paddlecloud-quotas", NS), ("update", "configmaps/paddlecloud-quotas", NS),
+    ("create", "configmaps", NS),
+]
+# What it must not: other namespaces' (or its own) Secrets, nodes, cluster-wide RBAC, escalation.
+HUB_MAY_NOT = [
+    ("get", "secrets", USER_NS), ("list", "secrets", "*"), ("get", "secrets", "kube-system"), ("get", "secrets", NS),
+    ("update", "nodes", None), ("patch", "nodes", None), ("delete", "nodes", None), ("create", "nodes", None),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", None),
+    ("create", "clusterroles.rbac.authorization.k8s.io", None),
+    ("escalate", "clusterroles.rbac.authorization.k8s.io", None), ("escalate", "roles.rbac.authorization.k8s.io", USER_NS),
+    ("bind", "clusterroles.rbac.authorization.k8s.io/cluster-admin", None),
+    ("bind", "clusterroles.rbac.authorization.k8s.io/admin", None),
+    ("create", "roles.rbac.authorization.k8s.io", USER_NS),
+    ("impersonate", "serviceaccounts", USER_NS), ("impersonate", "users", None),
+    ("create", "pods/exec", USER_NS), ("create", "serviceaccounts/token", USER_NS),
+    ("delete", "namespaces", None), ("update", "namespaces", None),
+    ("get", "configmaps/other", NS), ("update", "configmaps/other", NS), ("get", "configmaps", USER_NS),
+    ("create", "persistentvolumes", None),
+    ("create", "validatingadmissionpolicies.admissionregistration.k8s.io", None),
+    ("delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io", None),
+    ("create", "jobs.batch", USER_NS), ("create", "services", USER_NS),
+]
+
+
+def can_i(d: Deployment, verb: str, resource: str, namespace: str | None) -> bool:
+    where = ["--all-namespaces"] if namespace == "*" else (["-n", namespace] if namespace else [])
+    proc = d.k("auth", "can-i", verb, resource, *where, f"--as={HUB_SA}", check=False)
+    assert proc.stdout.strip() in ("yes", "no"), proc.stdout + proc.stderr
+    return proc.stdout.strip() == "yes"
+
+
+def test_the_hub_service_account_may_do_what_the_code_does_and_nothing_it_must_not(deployment):
+    d = deployment
+    assert d.url, "the install step failed"
+    missing = [f"{v} {r} -n {n}" for v, r, n in HUB_MAY if not can_i(d, v, r, n)]
+    extra = [f"{v} {r} -n {n}" for v, r, n in HUB_MAY_NOT if can_i(d, v, r, n)]
+    assert not missing and not extra, f"denied but needed: {missing}; allowed but must not be: {extra}"
+    # Not only what RBAC says: the API server refuses a binding to more than the notebook's role...
+    as_hub = ("--as", HUB_SA)
+    refused = d.k("create", "rolebinding", "grab", "--clusterrole=cluster-admin", f"--serviceaccount={USER_NS}:default",
+                  "-n", USER_NS, "--dry-run=server", *as_hub, check=False)
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+    allowed = d.k("create", "rolebinding", "ok", f"--clusterrole={RELEASE}-notebook",
+                  f"--serviceaccount={USER_NS}:default", "-n", USER_NS, "--dry-run=server", *as_hub, check=False)
+    assert allowed.returncode == 0, allowed.stderr
+    # ...and the spawner bound the chart's ClusterRole instead of making a Role.
+    binding = d.get("rolebinding", "-n", USER_NS, "paddlecloud-notebook")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": f"{RELEASE}-notebook"}
+    assert not d.get("roles", "-n", USER_NS)["items"]
+    assert can_i(d, "create", "jobs.batch", USER_NS) is False  # the hub itself does not hold the notebook's rules
+    notebook_sa = f"system:serviceaccount:{USER_NS}:paddlecloud-notebook"
+    assert d.k("auth", "can-i", "create", "jobs.batch", "-n", USER_NS, f"--as={notebook_sa}",
+               check=False).stdout.strip() == "yes"
+    assert d.k("auth", "can-i", "create", "jobs.batch", "-n", NS, f"--as={notebook_sa}",
+               check=False).stdout.strip() == "no"
+    policies = {p["metadata"]["name"] for p in d.get("networkpolicies", "-n", USER_NS)["items"]}
+    assert policies == {"paddlecloud-notebook-ingress", "paddlecloud-pods-ingress", "paddlecloud-egress"}
+
+
+def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(deployment):
+    d = deployment
+    assert USER in d.tokens, "the spawn step failed"
+    submit = d.api("POST", f"/user/{USER}/paddle/api/jobs", json={
+        "name": "keeps-running", "command": ["python", "sleeper.py"], "workers": 1, "cpu": "100m",
+        "memory": "512Mi"})
+    assert submit.status_code == 201, submit.text
+    wait_for("the long job to run", lambda: d.job("keeps-running")["phase"] == "Running", timeout=180, interval=2)
+    before = {
+        "hub": d.pod(NS, "app.kubernetes.io/component=hub")["metadata"]["uid"],
+        "proxy": d.pod(NS, "app.kubernetes.io/component=proxy")["metadata"]["uid"],
+        "notebook": d.pod(USER_NS, "component=singleuser-server")["metadata"]["uid"],
+        "worker": d.pod(USER_NS, "paddlecloud.io/job=keeps-running")["metadata"]["uid"],
+    }
+    secret = secret_data(d.get("secret", "-n", NS, "hub"))
+    t0 = time.monotonic()
+    proc = d.helm("upgrade", RELEASE, str(CHART), "-n", NS, "-f", str(d.values),
+                  "--set", "settings.cull_idle_seconds=7200", "--wait", "--timeout", "300s", check=False)
+    assert proc.returncode == 0, proc.stderr + d.diagnostics()
+    print(f"helm upgrade --wait: {time.monotonic() - t0:.1f}s")
+    hub = d.pod(NS, "app.kubernetes.io/component=hub")
+    assert hub["metadata"]["uid"] != before["hub"], "the hub did not roll"
+    settings = yaml.safe_load(d.get("configmap", "-n", NS, "hub-settings")["data"]["values.yaml"])
+    assert settings["cull_idle_seconds"] == 7200
+    after = secret_data(d.get("secret", "-n", NS, "hub"))
+    assert (after["proxy.token"], after["hub.cookie-secret"]) == (secret["proxy.token"], secret["hub.cookie-secret"])
+    assert d.pod(NS, "app.kubernetes.io/component=proxy")["metadata"]["uid"] == before["proxy"]
+    assert d.pod(USER_NS, "component=singleuser-server")["metadata"]["uid"] == before["notebook"]
+    assert d.pod(USER_NS, "paddlecloud.io/job=keeps-running")["metadata"]["uid"] == before["worker"]
+    # The browser session of before still works: same cookie secret, same database.
+    me = d.sessions[USER].get(f"{d.url}/hub/api/user", timeout=60,
+                              headers={"X-XSRFToken": d.sessions[USER].cookies.get("_xsrf", path="/hub/") or ""})
+    assert me.status_code == 200 and me.json()["name"] == USER, me.text
+    # The notebook answers through the proxy again (the new hub re-checked the routes) and the job runs.
+    job = wait_for("the notebook through the proxy", lambda: (r := d.api(
+        "GET", f"/user/{USER}/paddle/api/jobs/keeps-running")).status_code == 200 and r.json(), timeout=120)
+    assert job["phase"] == "Running"
+    assert "tick" in d.api("GET", f"/user/{USER}/paddle/api/jobs/keeps-running/logs", params={"tail": 3}).text
+    # An admin cancels it through the quota service (its rights on users' jobs, pods and Services).
+    cancel = d.api("DELETE", f"/services/quota/api/jobs/{USER}/keeps-running", user=ADMIN)
+    assert cancel.status_code == 202 and cancel.json()["phase"] == "Cancelled", cancel.text
+
+
+def test_uninstall_keeps_user_namespaces_and_homes_as_the_readme_says(deployment):
+    d = deployment
+    assert d.url, "the install step failed"
+    proc = d.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s", check=False)
+    assert proc.returncode == 0, proc.stderr
+    for kind, name, namespace in (("deployment", "hub", NS), ("deployment", "proxy", NS), ("service", "proxy-public", NS),
+                                  ("pvc", "hub-db", NS), ("secret", "hub", NS), ("configmap", "hub-settings", NS),
+                                  ("clusterrole", f"{RELEASE}-hub", None), ("clusterrole", f"{RELEASE}-notebook", None),
+                                  ("clusterrolebinding", f"{RELEASE}-hub", None),
+                                  ("validatingadmissionpolicy", "paddlecloud-services-stay-inside", None)):
+        where = ["-n", namespace] if namespace else []
+        gone = d.k("get", kind, name, *where, check=False)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr, f"{kind}/{name} is still there"
+    # Kept: the user's namespace with the home volume, the quota settings, the volumes themselves.
+    assert d.get("namespace", USER_NS)["status"]["phase"] == "Active"
+    assert d.get("pvc", "-n", USER_NS, f"home-{USER}")["status"]["phase"] == "Bound"
+    assert d.get("configmap", "-n", NS, "paddlecloud-quotas")
+    assert d.get("pv", "helm-test-home-alice")["status"]["phase"] == "Bound"
+    # Running notebooks are not stopped by an uninstall (the README says to stop them first).
+    assert d.get("pods", "-n", USER_NS, "-l", "component=singleuser-server")["items"]
+    # The README's removal, word for word.
+    d.k("delete", "namespace", "-l", "app.kubernetes.io/managed-by=paddlecloud,paddlecloud.io/user", "--wait=true",
+        "--timeout=120s")
+    d.k("delete", "configmap", "-n", NS, "paddlecloud-quotas")
+    assert d.k("get", "namespace", USER_NS, check=False).returncode != 0
+    assert d.get("pv", "helm-test-home-alice")["status"]["phase"] == "Released"  # Retain: the data stays
