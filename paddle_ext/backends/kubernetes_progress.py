@@ -27,8 +27,17 @@ _PULLED_IN = re.compile(r" in ([0-9.]+[a-zµ]+(?:[0-9.]+[a-zµ]+)*) ")
 _IMAGE_SIZE = re.compile(r"Image size: (\d+) bytes")
 
 
+def worker_of_pod_name(job_name: str, pod_name: str) -> int | None:
+    """The worker index in the name of one of the job's pods: <job>-<index>-<5 characters>
+    (an Indexed Job's) or <job>-worker-<index> (a PaddleJob's); None for any other name."""
+    match = re.fullmatch(re.escape(job_name) + r"-(?:(\d+)-[a-z0-9]{5}|worker-(\d+))", pod_name)
+    return int(match.group(1) or match.group(2)) if match else None
+
+
 def related_events(job_name: str, pods: list[dict], events: list[dict]) -> list[dict]:
-    """The events about the job itself or one of its pods, from a namespace's events."""
+    """The events about the job itself or one of its pods, from a namespace's events; and
+    the kubelet's "Killing" of a pod of the job that is gone already (it names the worker
+    whose pod was deleted)."""
     uids = {pod["metadata"].get("uid") for pod in pods} - {None}
     names = {pod["metadata"]["name"] for pod in pods}
     related = []
@@ -36,6 +45,9 @@ def related_events(job_name: str, pods: list[dict], events: list[dict]) -> list[
         about = event.get("involvedObject") or event.get("regarding") or {}
         if about.get("kind") == "Pod":
             if about.get("uid") in uids or (not about.get("uid") and about.get("name") in names):
+                related.append(event)
+            elif event.get("reason") == "Killing" and about.get("name") not in names and \
+                    worker_of_pod_name(job_name, about.get("name") or "") is not None:
                 related.append(event)
         elif about.get("name") == job_name:
             related.append(event)
@@ -75,6 +87,18 @@ def _pod_events(pod: dict, events: list[dict]) -> list[dict]:
 def _container_state(pod: dict) -> dict:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return (statuses[0].get("state") or {}) if statuses else {}
+
+
+def waiting_state(pod: dict) -> dict:
+    """Why the pod's containers wait ({"reason", "message"}; {} if they do not): an init
+    container's (e.g. "prepare", which unpacks the job's code, pulling the same image) comes
+    first, as the worker cannot start before it."""
+    status = pod.get("status") or {}
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])[:1]]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return waiting
+    return {}
 
 
 def unschedulable(pod: dict) -> dict | None:
@@ -119,7 +143,7 @@ def worker_progress(index: int, pod: dict | None, state: WorkerState, events: li
         return WorkerProgress(index, Step.RUNNING, f"on node {node}" if node else "", node)
     if not node:
         return WorkerProgress(index, Step.SCHEDULING, waiting_for_node(pod, gpus, max_free_gpus))
-    waiting = container.get("waiting") or {}
+    waiting = waiting_state(pod)
     if waiting.get("reason") in IMAGE_PULL_REASONS:
         why = waiting.get("message") or waiting["reason"]
         return WorkerProgress(index, Step.PULLING, f"cannot pull image {image}: {why}", node)

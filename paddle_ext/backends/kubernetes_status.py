@@ -14,7 +14,8 @@ from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quota.model import parse_quota_rejection
-from .kubernetes_progress import IMAGE_PULL_REASONS, unschedulable, worker_progress
+from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
+                                  worker_progress)
 
 # Refusals that pass: a full quota frees up; a new namespace's service account appears.
 TRANSIENT_REFUSALS = ("exceeded quota", "error looking up service account")
@@ -51,8 +52,16 @@ def _container_status(pod: dict) -> dict:
 
 
 def _terminated(pod: dict) -> dict | None:
+    """How the worker's container ended; or how an init container failed, which ends the pod
+    before the worker starts."""
     state = _container_status(pod).get("state") or {}
-    return state.get("terminated")
+    if state.get("terminated"):
+        return state["terminated"]
+    for init in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        ended = (init.get("state") or {}).get("terminated") or {}
+        if ended.get("exitCode"):
+            return ended
+    return None
 
 
 def worker_state(index: int, pod: dict | None, cancelled: bool) -> WorkerState:
@@ -70,7 +79,7 @@ def worker_state(index: int, pod: dict | None, cancelled: bool) -> WorkerState:
         return WorkerState(index, Phase.CANCELLED, code, "cancelled")
     if phase == "Running":
         return WorkerState(index, Phase.RUNNING)
-    waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
+    waiting = waiting_state(pod)
     if waiting.get("reason"):
         return WorkerState(index, Phase.PENDING, None, waiting["reason"])
     return WorkerState(index, Phase.PENDING, None, Reason.UNSCHEDULABLE if unschedulable(pod) else "")
@@ -96,24 +105,52 @@ def container_image(job: dict) -> str:
     return containers[0].get("image", "")
 
 
-def failure(job: dict, workers: dict[int, dict], condition: dict) -> tuple[str, str]:
-    """(reason, message) of a failed job."""
+def _event_time(event: dict) -> str:
+    return event.get("eventTime") or event.get("firstTimestamp") or event.get("lastTimestamp") or ""
+
+
+def pods_the_job_controller_deleted(job_name: str, events: list[dict]) -> set[str]:
+    """Pods Kubernetes' Job controller removed itself (the survivors of a failed job): they
+    stopped because the job failed, not the other way round."""
+    return {event["message"].removeprefix("Deleted pod: ").strip() for event in events
+            if event.get("reason") == "SuccessfulDelete" and (event.get("involvedObject") or {}).get("kind") == "Job"
+            and (event.get("involvedObject") or {}).get("name") == job_name
+            and (event.get("message") or "").startswith("Deleted pod: ")}
+
+
+def failure(job: dict, workers: dict[int, dict], condition: dict, events: list[dict] = ()) -> tuple[str, str]:
+    """(reason, message) of a failed job: the worker that failed first, not the ones stopped
+    because of it."""
     if condition.get("reason") == "DeadlineExceeded":
         deadline = (job.get("spec") or {}).get("activeDeadlineSeconds") or \
             ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
         return Reason.DEADLINE_EXCEEDED, f"The job ran longer than its limit of {deadline} seconds and was stopped."
-    for index, pod in sorted(workers.items()):
+    job_name = job["metadata"]["name"]
+    collateral = pods_the_job_controller_deleted(job_name, events)
+    failed = sorted((_terminated(pod).get("finishedAt") or "", index, pod) for index, pod in workers.items()
+                    if (pod.get("status") or {}).get("phase") == "Failed" and _terminated(pod)
+                    and pod["metadata"]["name"] not in collateral)
+    if failed:
+        _, index, pod = failed[0]
         terminated = _terminated(pod)
-        if (pod.get("status") or {}).get("phase") != "Failed" or not terminated:
-            continue
         if terminated.get("reason") == "OOMKilled":
             containers = _pod_spec(job).get("containers") or [{}]
             memory = ((containers[0].get("resources") or {}).get("limits") or {}).get("memory", "?")
             return Reason.OOM_KILLED, (f"Worker {index} ran out of memory (its limit is {memory}) and was killed; "
-                                 "ask for more memory per worker.")
+                                       "ask for more memory per worker.")
         code = terminated.get("exitCode")
+        if pod["metadata"].get("deletionTimestamp"):
+            return Reason.WORKER_FAILED, (f"Worker {index} was stopped before it finished: its pod was deleted "
+                                          f"(exit code {code}).")
         detail = (terminated.get("message") or "").strip()
         return Reason.WORKER_FAILED, f"Worker {index} exited with code {code}." + (f" {detail}" if detail else "")
+    # The failed pod is gone already: the first worker the kubelet was told to stop.
+    for event in sorted(events, key=_event_time):
+        involved = event.get("involvedObject") or {}
+        if event.get("reason") == "Killing" and involved.get("kind") == "Pod" and involved.get("name") not in collateral:
+            index = worker_of_pod_name(job_name, involved.get("name") or "")
+            if index is not None:
+                return Reason.WORKER_FAILED, f"Worker {index} was stopped before it finished: its pod was deleted."
     return condition.get("reason") or "Failed", condition.get("message") or "The job failed."
 
 
@@ -143,7 +180,7 @@ def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_
     if refused:
         return Reason.QUOTA_EXCEEDED, refused
     for index, pod in sorted(workers.items()):
-        waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
+        waiting = waiting_state(pod)
         if waiting.get("reason") in IMAGE_PULL_REASONS:
             return Reason.IMAGE_PULL_BACK_OFF, (f"Cannot pull image '{container_image(job)}' for worker {index}: "
                                         f"{waiting.get('message') or waiting['reason']}.")
@@ -187,7 +224,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
             (conditions.get("Complete") or conditions.get("Succeeded")).get("lastTransitionTime")
     elif "Failed" in conditions:
         phase = Phase.FAILED
-        reason, message = failure(job, workers, conditions["Failed"])
+        reason, message = failure(job, workers, conditions["Failed"], events)
         finished = conditions["Failed"].get("lastTransitionTime")
     elif (job.get("spec") or {}).get("suspend"):
         phase, reason, message = Phase.PENDING, Reason.QUEUED, "The job is queued, waiting for cluster capacity."

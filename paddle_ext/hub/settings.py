@@ -207,10 +207,11 @@ def profile_list(settings: HubSettings) -> list[dict]:
     """The notebook choices (settings.profiles; default: PaddlePaddle GPU, GPU x4, CPU only)."""
     def profile(entry: dict) -> dict:
         gpus, cpu, memory = int(entry["gpus"]), str(entry["cpu"]), str(entry["memory"])
+        memory_bytes = int(parse_quantity(memory))  # JupyterHub reads "1Gi" as no size at all; bytes are exact
         override = {
             "image": entry.get("image") or (settings.gpu_image if gpus else settings.cpu_image),
             "cpu_guarantee": float(parse_quantity(cpu)), "cpu_limit": float(parse_quantity(cpu)),
-            "mem_guarantee": memory, "mem_limit": memory,
+            "mem_guarantee": memory_bytes, "mem_limit": memory_bytes,
         }
         if gpus:
             override["extra_resource_limits"] = {settings.gpu_resource: str(gpus)}

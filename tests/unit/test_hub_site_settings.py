@@ -25,7 +25,21 @@ def test_profiles_are_a_setting_and_the_defaults_are_the_three_paddle_profiles()
     (profile,) = profile_list(small)
     assert profile["default"] and profile["description"] == "500m CPU, 1Gi memory"
     assert profile["kubespawner_override"] == {"image": "registry/nb:cpu", "cpu_guarantee": 0.5, "cpu_limit": 0.5,
-                                               "mem_guarantee": "1Gi", "mem_limit": "1Gi"}
+                                               "mem_guarantee": 2**30, "mem_limit": 2**30}
+
+
+def test_every_profiles_sizes_are_ones_jupyterhub_accepts():
+    """JupyterHub's memory traits know K/M/G/T only: a Kubernetes "1Gi" must reach them as bytes."""
+    from jupyterhub.traitlets import ByteSpecification
+
+    sizes = ByteSpecification()
+    settings = HubSettings(profiles=(*DEFAULT_PROFILES, {"slug": "s", "display_name": "S", "gpus": 0, "cpu": "250m",
+                                                         "memory": "1536Mi"}))
+    for profile in profile_list(settings):
+        override = profile["kubespawner_override"]
+        assert sizes.validate(None, override["mem_limit"]) == override["mem_limit"]
+    assert profile_list(settings)[-1]["kubespawner_override"]["mem_limit"] == 1536 * 2**20
+    assert profile_list(settings)[0]["kubespawner_override"]["mem_limit"] == 32 * 10**9  # "32G", as Kubernetes reads it
     with pytest.raises(ValueError, match="profile x: missing cpu, memory; unknown gpu"):
         HubSettings(profiles=({"slug": "x", "display_name": "X", "gpus": 0, "gpu": 1},))
 

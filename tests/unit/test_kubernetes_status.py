@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from paddle_ext.backends.kubernetes_progress import related_events, worker_of_pod_name
 from paddle_ext.backends.kubernetes_status import job_from_objects, max_free_gpus
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.errors import QuotaExceeded
@@ -181,3 +182,63 @@ def test_a_job_we_stopped_for_refused_pods_stays_failed_once_its_events_are_gone
     state = job_from_objects(job, [], [])
     assert (state.phase, state.reason, state.message) == ("Failed", "WorkerFailed",
                                                           "Kubernetes refused to create the workers: no.")
+
+
+def killing(pod_name, at):
+    return {"reason": "Killing", "message": "Stopping container paddle", "firstTimestamp": at,
+            "involvedObject": {"kind": "Pod", "name": pod_name, "uid": "gone-" + pod_name}}
+
+
+def deleted_by_job_controller(pod_name, at):
+    return {"reason": "SuccessfulDelete", "message": f"Deleted pod: {pod_name}", "firstTimestamp": at,
+            "involvedObject": {"kind": "Job", "name": "j"}}
+
+
+def test_the_worker_that_failed_first_is_named_not_the_ones_stopped_because_of_it():
+    job = condition(make_job(), "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    first = pod(1, "Failed", {"terminated": {"exitCode": 2, "reason": "Error", "finishedAt": "2026-01-01T00:04:00Z"}})
+    stopped = pod(0, "Failed", {"terminated": {"exitCode": 143, "reason": "Error",
+                                               "finishedAt": "2026-01-01T00:04:01Z"}})
+    events = [deleted_by_job_controller("j-0-x", "2026-01-01T00:04:00Z")]
+    assert job_from_objects(job, [stopped, first], events).message == "Worker 1 exited with code 2."
+
+
+def test_a_worker_whose_pod_was_deleted_is_named_while_its_pod_lingers_and_after_it_is_gone():
+    job = condition(make_job(), "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    lingering = pod(1, "Failed", {"terminated": {"exitCode": 143, "reason": "Error"}})
+    lingering["metadata"]["deletionTimestamp"] = "2026-01-01T00:04:00Z"
+    result = job_from_objects(job, [lingering], [])
+    assert (result.reason, result.message) == (
+        "WorkerFailed", "Worker 1 was stopped before it finished: its pod was deleted (exit code 143).")
+    # Both pods gone: the kubelet's first "Killing" that the Job controller did not cause.
+    events = [killing("j-1-abcde", "2026-01-01T00:04:00Z"), killing("j-0-fghij", "2026-01-01T00:04:00Z"),
+              deleted_by_job_controller("j-0-fghij", "2026-01-01T00:04:00Z")]
+    result = job_from_objects(job, [], related_events("j", [], events))
+    assert (result.reason, result.message) == (
+        "WorkerFailed", "Worker 1 was stopped before it finished: its pod was deleted.")
+    # Nothing known: Kubernetes' own words.
+    assert job_from_objects(job, [], []).message == "Job has reached the specified backoff limit"
+
+
+def test_pod_names_of_the_job_give_the_worker_and_others_none():
+    assert worker_of_pod_name("j", "j-1-abcde") == 1 and worker_of_pod_name("j", "j-worker-3") == 3
+    for other in ("j-2-0-abcde", "jx-1-abcde", "j-1", "j-notebook"):
+        assert worker_of_pod_name("j", other) is None, other
+
+
+def test_the_init_container_that_unpacks_the_code_counts_for_pulls_and_failures():
+    job = make_job()
+    pulling = pod(0, "Pending")
+    pulling["spec"] = {"nodeName": "n"}
+    pulling["status"]["initContainerStatuses"] = [{"name": "prepare", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"img\""}}}]
+    pulling["status"]["containerStatuses"] = [{"name": "paddle", "state": {"waiting": {"reason": "PodInitializing"}}}]
+    result = job_from_objects(job, [pulling], [])
+    assert (result.phase, result.reason) == ("Pending", "ImagePullBackOff")
+    assert result.message.startswith("Cannot pull image 'img' for worker 0: Back-off pulling image")
+    assert result.progress[0].step == "Pulling"
+    failed = pod(1, "Failed")
+    failed["status"]["initContainerStatuses"] = [{"name": "prepare", "state": {"terminated": {
+        "exitCode": 1, "reason": "Error", "message": "no space left on device"}}}]
+    result = job_from_objects(condition(make_job(), "Failed", "BackoffLimitExceeded"), [failed], [])
+    assert result.message == "Worker 1 exited with code 1. no space left on device"
