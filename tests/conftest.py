@@ -22,5 +22,4 @@ def hub(tmp_path):
         hub.start()
         yield hub
     finally:
-        leftovers = hub.stop()
-    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
+        hub.stop_and_check()

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import requests
 
-from serverutil import describe, free_port, processes_under, sse_events, wait_for  # noqa: F401 (re-exported)
+from serverutil import describe, free_port, processes_under, sse_events, tracebacks, wait_for  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "hub_config" / "local_config.py"
@@ -135,6 +135,15 @@ class LocalHub:
             self.proc.kill()
             self.proc.wait()
         return described
+
+    def stop_and_check(self) -> None:
+        """Stop the hub; FAIL if any process under its home is left running (leftovers are
+        killed) or if its log (the hub's, its proxy's, services' and users' servers') holds
+        a traceback."""
+        leftovers = self.stop()
+        assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
+        found = tracebacks(self.log_path)
+        assert not found, f"the hub logged {len(found)} traceback(s):\n" + "\n---\n".join(found[:3])
 
     def log_tail(self, chars: int = 4000) -> str:
         try:

@@ -8,6 +8,7 @@
   can assert that nothing it started is left running; `job_pids(home, name)`: a local
   job's own processes;
 - `assert_error(response, status, code)`: the JSON error body every API promises;
+  `tracebacks(log)`: errors a server or hub logged (asserted empty when it stops);
 - `Gate`: a file a test job waits for, so "while the job runs" is a condition the test
   holds, not a race against the machine's speed (tests/local/scripts/ticker.py --until);
 - `JupyterServer`: a real Jupyter server with the paddle_ext extension, and `sse_events`.
@@ -98,6 +99,13 @@ def assert_no_processes_under(home: Path | str, timeout: float = 30.0) -> None:
     described = describe(left)
     kill_all(left)
     assert not described, f"processes still running under {home}:\n" + "\n".join(described)
+
+
+def tracebacks(log: Path | str) -> list[str]:
+    """Each Python traceback in a server's or hub's log (with the line after it): an error
+    the process hit, which the test asserts there is none of, instead of printing it."""
+    lines = Path(log).read_text(errors="replace").splitlines() if Path(log).exists() else []
+    return ["\n".join(lines[max(i - 1, 0):i + 12]) for i, line in enumerate(lines) if line.startswith("Traceback")]
 
 
 def job_pids(home: Path | str, name: str | None = None) -> list[int]:
@@ -210,7 +218,8 @@ class JupyterServer:
 
     def stop_and_check(self) -> None:
         """Cancel every unfinished job, stop the server, and FAIL if any process under its
-        home (the server, a job's supervisor, launcher or trainer) is left running."""
+        home (the server, a job's supervisor, launcher or trainer) is left running, or if
+        the server logged a traceback."""
         try:
             if self.proc and self.proc.poll() is None:
                 for job in self.api("GET", "/jobs").json()["jobs"]:
@@ -219,6 +228,8 @@ class JupyterServer:
         finally:
             self.stop()
         assert_no_processes_under(self.home)
+        found = tracebacks(self.log_path)
+        assert not found, f"the Jupyter server logged {len(found)} traceback(s):\n" + "\n---\n".join(found[:3])
 
     @property
     def headers(self) -> dict:

@@ -9,22 +9,23 @@ from playwright.sync_api import expect
 SECOND = 1000  # Playwright timeouts are in milliseconds
 
 
-def log_in(page, hub, name: str) -> None:
-    """Log in through the hub's form; returns once the hub has redirected (to the hub or the user's server)."""
+def submit_login_form(page, hub, name: str) -> None:
+    """The hub's login form, filled in with `name` and the demo password, and sent."""
     page.goto(hub.url + "/hub/login")
     page.fill("#username_input", name)
     page.fill("#password_input", hub.password)
     page.click("#login_submit")
+
+
+def log_in(page, hub, name: str) -> None:
+    """Log in; returns once the hub has redirected (to the hub or the user's server)."""
+    submit_login_form(page, hub, name)
     page.wait_for_url(re.compile(r"/(hub|user)/"), timeout=120 * SECOND)
 
 
 def log_in_to_lab(page, hub, name: str) -> None:
-    """Log in through the hub's form and wait until the user's JupyterLab is up."""
-    page.goto(hub.url + "/hub/login")
-    page.fill("#username_input", name)
-    page.fill("#password_input", hub.password)
-    page.click("#login_submit")
-    # The hub spawns the server and redirects to JupyterLab (default_url /lab).
+    """Log in and wait until the user's JupyterLab is up (the hub spawns it: default_url /lab)."""
+    submit_login_form(page, hub, name)
     page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=300 * SECOND)
     expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=120 * SECOND)
 

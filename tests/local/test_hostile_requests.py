@@ -188,10 +188,11 @@ async def test_a_worker_whose_exec_fails_ends_failed_with_the_os_reason(tmp_path
 
     backend._start_workers = remove_folder_first
     job = await backend.submit(JobSpec(name="gone", command=["python", "-c", "1"]), workdir=str(workdir))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while not job.done and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
         job = await backend.get("gone")
+    assert job.done, f"the job whose worker could not start did not end within 60 s: {job.phase}"
     final = job
     assert (final.phase, final.reason) == ("Failed", "WorkerFailed")
     assert final.message.startswith("Worker 0 could not start: ") and "No such file or directory" in final.message

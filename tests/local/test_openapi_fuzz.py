@@ -157,8 +157,7 @@ def quota_hub(tmp_path_factory):
         wait_for_service(hub)
         yield hub
     finally:
-        leftovers = hub.stop()
-    assert not leftovers, "processes still running after the hub stopped:\n" + "\n".join(leftovers)
+        hub.stop_and_check()
     log = hub.log_path.read_text(errors="replace")
     assert hub.admin_token not in log and hub.password not in log, "a token or the password appears in the hub's log"
 
