@@ -8,7 +8,6 @@ traitlets, no aiohttp).
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["JobClient", "JobSpec", "PaddleCloudError", "report", "__version__"]
@@ -16,7 +15,7 @@ __all__ = ["JobClient", "JobSpec", "PaddleCloudError", "report", "__version__"]
 _LAZY = {"JobClient": ".client", "JobSpec": ".spec", "PaddleCloudError": ".errors", "report": ".reporting"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # (no `typing` here: every command imports this)
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value

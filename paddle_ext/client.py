@@ -16,15 +16,17 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Mapping
 
 from .backends.base import JobBackend, make_backend
 from .jobs import Job
-from .metrics import MetricsPage
-from .options import JobOptions
-from .quota.model import QuotaReport
+from .loglines import chunk_lines
 from .spec import JobSpec
-from .workspace import unpack
+
+if TYPE_CHECKING:  # the modules behind these load on first use: a command needs few of them
+    from .metrics import MetricsPage
+    from .options import JobOptions
+    from .quota.model import QuotaReport
 
 
 class _LoopThread:
@@ -63,6 +65,8 @@ class JobClient:
 
     def code(self, name: str, output: str) -> list[str]:
         """Write the code job `name` ran into the folder `output`; the files written."""
+        from .workspace import unpack
+
         return unpack(self._run(self.backend.code_archive(name)), output)
 
     def list(self) -> list[Job]:
@@ -93,32 +97,49 @@ class JobClient:
              follow: bool = False, mine: bool = False) -> Iterator[str]:
         """Log lines; with `follow`, new lines as they come until the job ends; with `mine`,
         without the framework's noise."""
-        lines: queue.SimpleQueue = queue.SimpleQueue()
+        pieces: queue.SimpleQueue = queue.SimpleQueue()
         end = object()
 
         async def pump():
-            # One task reads the stream and hands lines over through a plain queue:
-            # a cross-thread future per line made long logs ~5x slower.
-            stream = self.backend.logs(name, worker=worker, tail=tail, follow=follow, mine=mine)
+            # One task reads the stream and hands over each piece's lines at once through a
+            # plain queue: a cross-thread step per line made long logs several times slower.
+            stream = self.backend.log_chunks(name, worker=worker, tail=tail, follow=follow, mine=mine)
             try:
-                async for line in stream:
-                    lines.put(line)
+                async for chunk in stream:
+                    pieces.put(chunk_lines(chunk))
             except BaseException as exc:  # re-raised in the caller's thread
-                lines.put(exc)
+                pieces.put(exc)
             finally:
                 await stream.aclose()
-                lines.put(end)
+                pieces.put(end)
 
         future = asyncio.run_coroutine_threadsafe(pump(), _LoopThread.loop())
         try:
-            while (item := lines.get()) is not end:
+            while (item := pieces.get()) is not end:
                 if isinstance(item, BaseException):
                     if isinstance(item, asyncio.CancelledError):
                         return
                     raise item
-                yield item
+                yield from item
         finally:
             future.cancel()
+
+    def write_logs(self, name: str, out: BinaryIO, worker: int | None = None, tail: int | None = None,
+                   follow: bool = False, mine: bool = False) -> None:
+        """Write the log (as `logs` gives it, each line ending in a newline) to the binary
+        file `out`, flushing as pieces arrive: how the CLI prints a log without handling
+        single lines in Python."""
+
+        async def copy():
+            stream = self.backend.log_chunks(name, worker=worker, tail=tail, follow=follow, mine=mine)
+            try:
+                async for chunk in stream:
+                    out.write(chunk)
+                    out.flush()
+            finally:
+                await stream.aclose()
+
+        self._run(copy())
 
     def wait(self, name: str, timeout: float | None = None, poll: float = 1.0) -> Job:
         """Block until the job has finished (or `timeout` seconds pass); return its state."""

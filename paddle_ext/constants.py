@@ -88,6 +88,14 @@ TRAINER_ID_ENV = "PADDLE_TRAINER_ID"
 METRIC_MARKER = "PADDLECLOUD_METRIC "
 # %%paddle_train writes each cell's code here, under the notebook's folder.
 CELLS_DIR = "paddlecloud_cells"
+# The defaults, read by the Python API, the CLI, the REST API, the launcher's form and the
+# quota model alike (paddle_ext.spec re-exports them). One worker: distributed training is
+# a deliberate choice, and a job takes no more of a shared quota than it asks for.
+DEFAULT_WORKERS = 1
+DEFAULT_GPUS_PER_WORKER = 0
+DEFAULT_CPU = "1"
+DEFAULT_MEMORY = "2Gi"
+
 # The merged log of several workers prefixes each line with this (see loglines.prefix_line).
 WORKER_PREFIX = "[worker-{index}] "
 

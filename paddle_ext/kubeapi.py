@@ -3,6 +3,8 @@
 Everything of ours that talks to Kubernetes (the job backend, the quota store and the
 quota sync) goes through `KubeApi`, so there is one way to find credentials, one way to
 read errors, and no 2-second import of a generated client before the first request.
+The transport is HTTP/1.1 on asyncio streams (standard library only): importing aiohttp
+cost a command ~0.35 s, most of it building an SSL context we never used.
 
 Credentials: inside a pod, the pod's service account; elsewhere a kubeconfig ($KUBECONFIG
 or ~/.kube/config, several files joined with ':'), with client certificates, tokens,
@@ -21,11 +23,13 @@ import dataclasses
 import datetime
 import json
 import os
+import socket
 import ssl
 import subprocess
 import tempfile
+import time
 from typing import Any, AsyncIterator, Mapping
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
 
@@ -257,13 +261,146 @@ def run_exec_plugin(config: Mapping[str, Any]) -> ExecResult:
 # ---------------------------------------------------------------- the client
 
 
+@dataclasses.dataclass
+class _Endpoint:
+    host: str
+    port: int
+    base_path: str  # a server URL may carry a path (https://proxy/k8s/clusters/c-1)
+    host_header: str
+    tls: bool
+
+
+def _endpoint(server: str) -> _Endpoint:
+    parts = urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise KubeConfigError(f"The API server address '{server}' is not an http(s) URL.")
+    tls = parts.scheme == "https"
+    try:
+        port = parts.port or (443 if tls else 80)
+    except ValueError as exc:
+        raise KubeConfigError(f"The API server address '{server}' has a bad port.") from exc
+    host = parts.hostname
+    shown = f"[{host}]" if ":" in host else host
+    return _Endpoint(host, port, parts.path.rstrip("/"), shown if parts.port is None else f"{shown}:{port}", tls)
+
+
+class _Connection:
+    """One HTTP/1.1 connection (kept alive between requests when the answer allows)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader = reader
+        self.writer = writer
+        self.used = 0  # requests sent on it
+        self.idle_since = 0.0
+
+    def alive(self) -> bool:
+        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception() is not None)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+class _Response:
+    """Status, headers (lower-case names) and the body of one answer, read as it comes."""
+
+    def __init__(self, conn: _Connection, status: int, reason: str, headers: dict[str, str], method: str):
+        self.conn = conn
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.complete = False  # the whole body was read: the connection may serve another request
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            self._mode, self._left = "length", 0
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._mode, self._left = "chunked", 0
+        elif "content-length" in headers:
+            self._mode, self._left = "length", int(headers["content-length"])
+        else:
+            self._mode, self._left = "eof", 0
+        self.reusable = self._mode != "eof" and "close" not in headers.get("connection", "").lower()
+
+    async def chunks(self, size: int = 1 << 16) -> AsyncIterator[bytes]:
+        """The body in pieces as they arrive; with chunked transfer encoding each piece
+        holds every chunk that had already arrived (a burst comes as one piece)."""
+        reader = self.conn.reader
+        if self._mode == "length":
+            while self._left > 0:
+                data = await reader.read(min(size, self._left))
+                if not data:
+                    raise asyncio.IncompleteReadError(b"", self._left)
+                self._left -= len(data)
+                yield data
+        elif self._mode == "eof":
+            while data := await reader.read(size):
+                yield data
+        else:
+            async for data in _dechunk(reader, size):
+                yield data
+        self.complete = True
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
+
+async def _dechunk(reader: asyncio.StreamReader, size: int) -> AsyncIterator[bytes]:
+    """Decode `Transfer-Encoding: chunked`, yielding the payload of every complete chunk
+    in the buffer at once."""
+    buf = b""
+    while True:
+        pieces, pos = [], 0
+        while True:
+            line_end = buf.find(b"\r\n", pos)
+            if line_end < 0:
+                break
+            try:
+                length = int(buf[pos:line_end].split(b";", 1)[0], 16)
+            except ValueError as exc:
+                raise ValueError(f"bad chunk header {buf[pos:line_end][:40]!r}") from exc
+            if length == 0:  # the last chunk: optional trailers, then an empty line
+                trailer_end = buf.find(b"\r\n\r\n", line_end)
+                if buf[line_end:line_end + 4] != b"\r\n\r\n" and trailer_end < 0:
+                    break
+                end = line_end + 4 if buf[line_end:line_end + 4] == b"\r\n\r\n" else trailer_end + 4
+                if pieces:
+                    yield b"".join(pieces)
+                if buf[end:]:
+                    raise ValueError("data after the last chunk")
+                return
+            start = line_end + 2
+            if len(buf) < start + length + 2:
+                break
+            pieces.append(buf[start:start + length])
+            pos = start + length + 2
+        if pieces:
+            yield b"".join(pieces)
+        buf = buf[pos:]
+        data = await reader.read(max(size, 0))
+        if not data:
+            raise asyncio.IncompleteReadError(buf, None)
+        buf += data
+
+
+IDLE_SECONDS = 30.0  # an unused kept-alive connection older than this is closed, not reused
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
 class KubeApi:
-    """JSON requests and line streams against one API server with one identity."""
+    """JSON requests and byte streams against one API server with one identity.
+
+    The transport is a small HTTP/1.1 client on asyncio streams (kept-alive connections,
+    chunked bodies, TLS with client certificates): the notebook side needs nothing else,
+    and a command pays no import of an HTTP library (aiohttp's alone was ~0.35 s)."""
+
+    MAX_CONNECTIONS = 64
 
     def __init__(self, credentials: Credentials):
         self.credentials = credentials
-        self._session = None
-        self._session_lock = asyncio.Lock()  # concurrent first requests share one session
+        self._endpoint: _Endpoint | None = None
+        self._ssl: ssl.SSLContext | bool | None = None
+        self._idle: list[_Connection] = []
+        self._slots: asyncio.Semaphore | None = None
+        self._setup_lock = asyncio.Lock()  # concurrent first requests share one TLS set-up
         self._exec: ExecResult | None = None
 
     @classmethod
@@ -283,18 +420,16 @@ class KubeApi:
             self._exec = await asyncio.to_thread(run_exec_plugin, config)
         return self._exec
 
-    async def session(self):
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            async with self._session_lock:  # else each waiter made a session of its own, left unclosed
-                if self._session is None or self._session.closed:
-                    exec_result = await self._exec_credential()
-                    context = await asyncio.to_thread(ssl_context, self.credentials,
-                                                      exec_result.cert if exec_result else None)
-                    connector = aiohttp.TCPConnector(ssl=context, limit=64)
-                    self._session = aiohttp.ClientSession(connector=connector)
-        return self._session
+    async def _setup(self) -> None:
+        if self._endpoint is not None:
+            return
+        async with self._setup_lock:
+            if self._endpoint is None:
+                endpoint = _endpoint(self.credentials.server)
+                exec_result = await self._exec_credential()
+                self._ssl = ssl_context(self.credentials, exec_result.cert if exec_result else None)
+                self._slots = asyncio.Semaphore(self.MAX_CONNECTIONS)
+                self._endpoint = endpoint
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
@@ -316,34 +451,114 @@ class KubeApi:
             headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
         return headers
 
+    async def _open(self) -> _Connection:
+        endpoint = self._endpoint
+        tls = self._ssl if endpoint.tls else None
+        extra = {}
+        if tls and self.credentials.tls_server_name:
+            extra["server_hostname"] = self.credentials.tls_server_name
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(endpoint.host, endpoint.port, ssl=tls, limit=1 << 20, **extra),
+            CONNECT_TIMEOUT_SECONDS)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return _Connection(reader, writer)
+
+    def _take_idle(self) -> _Connection | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.alive() and time.monotonic() - conn.idle_since < IDLE_SECONDS:
+                return conn
+            conn.close()
+        return None
+
+    def _give_back(self, conn: _Connection) -> None:
+        conn.idle_since = time.monotonic()
+        self._idle.append(conn)
+
+    async def _exchange(self, conn: _Connection, method: str, target: str, headers: dict[str, str],
+                        data: bytes | None) -> _Response:
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._endpoint.host_header}",
+                 *(f"{k}: {v}" for k, v in headers.items())]
+        if data is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(data or b'')}")
+        conn.used += 1
+        conn.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (data or b""))
+        await conn.writer.drain()
+        head = await conn.reader.readuntil(b"\r\n\r\n")
+        status_line, *header_lines = head[:-4].decode("latin-1").split("\r\n")
+        version, _, rest = status_line.partition(" ")
+        code, _, reason = rest.partition(" ")
+        if not version.startswith("HTTP/") or not code.isdigit():
+            raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
+        answer_headers: dict[str, str] = {}
+        for line in header_lines:
+            name, _, value = line.partition(":")
+            key = name.strip().lower()
+            answer_headers[key] = (answer_headers[key] + ", " + value.strip()) if key in answer_headers \
+                else value.strip()
+        return _Response(conn, int(code), reason, answer_headers, method)
+
     @contextlib.asynccontextmanager
     async def _response(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
                         content_type: str | None, timeout: float | None):
-        import aiohttp
-
-        session = await self.session()
+        try:
+            await self._setup()
+        except (OSError, ssl.SSLError) as exc:
+            raise KubeConfigError(f"Cannot set up TLS for {self.credentials.server}: {exc}") from exc
         data = None if body is None else json.dumps(body).encode()
         if data is not None and content_type is None:
             content_type = "application/json"
         query = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (params or {}).items()
                  if v is not None}
-        client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=CONNECT_TIMEOUT_SECONDS)
-        extra = {"server_hostname": self.credentials.tls_server_name} if self.credentials.tls_server_name else {}
-        try:
-            async with session.request(method, self.credentials.server + path, params=query, data=data,
-                                       headers=await self._headers(content_type), timeout=client_timeout,
-                                       **extra) as resp:
-                if resp.status >= 400:
-                    raise await _error(resp)
+        target = quote(self._endpoint.base_path + path, safe="/%:@!$&'()*+,;=-._~")
+        if query:
+            target += "?" + urlencode(query)
+        headers = await self._headers(content_type)
+        conn = resp = None
+        async with self._slots:
+            try:
+                async with _deadline(timeout):
+                    for attempt in (1, 2):
+                        conn = self._take_idle()
+                        reused = conn is not None
+                        if conn is None:
+                            conn = await self._open()
+                        try:
+                            resp = await self._exchange(conn, method, target, headers, data)
+                            break
+                        except (ConnectionError, asyncio.IncompleteReadError, OSError):
+                            conn.close()
+                            # A kept-alive connection the server closed meanwhile: once more on a new one.
+                            if attempt == 2 or not reused or method not in IDEMPOTENT:
+                                raise
+                    if resp.status >= 400:
+                        raise await _error(resp)
                 yield resp
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, OSError) as exc:
-            raise KubeUnreachable(f"Cannot reach the Kubernetes API server at {self.credentials.server}: "
-                                  f"{exc or type(exc).__name__}") from exc
+            except KubeApiError:
+                raise
+            except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError,
+                    ssl.SSLError, OSError, ValueError) as exc:
+                raise KubeUnreachable(f"Cannot reach the Kubernetes API server at {self.credentials.server}: "
+                                      f"{exc or type(exc).__name__}") from exc
+            finally:
+                if conn is not None:
+                    if resp is not None and resp.complete and resp.reusable:
+                        self._give_back(conn)
+                    else:
+                        conn.close()
 
     async def request(self, method: str, path: str, params: Mapping[str, Any] | None = None,
                       body: Any = None, content_type: str | None = None) -> dict:
-        async with self._response(method, path, params, body, content_type, REQUEST_TIMEOUT_SECONDS) as resp:
-            raw = await resp.read()
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):  # the whole exchange, body included
+                async with self._response(method, path, params, body, content_type, None) as resp:
+                    raw = await resp.read()
+        except TimeoutError as exc:
+            raise KubeUnreachable(f"Cannot reach the Kubernetes API server at {self.credentials.server}: "
+                                  f"no complete answer within {REQUEST_TIMEOUT_SECONDS:g}s") from exc
         return json.loads(raw) if raw else {}
 
     async def get(self, path: str, **params: Any) -> dict:
@@ -363,23 +578,36 @@ class KubeApi:
 
     async def stream(self, path: str, params: Mapping[str, Any] | None = None,
                      chunk_size: int = 1 << 16) -> AsyncIterator[bytes]:
-        """The response body in chunks as they arrive (e.g. a followed pod log)."""
-        async with self._response("GET", path, params, None, None, None) as resp:
-            async for chunk in resp.content.iter_any():
+        """The response body in chunks as they arrive (e.g. a followed pod log): every
+        byte that has arrived when the reader asks, up to about `chunk_size`."""
+        async with self._response("GET", path, params, None, None, REQUEST_TIMEOUT_SECONDS) as resp:
+            async for chunk in resp.chunks(chunk_size):
                 yield chunk
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
-async def _error(resp) -> KubeApiError:
+@contextlib.asynccontextmanager
+async def _deadline(seconds: float | None):
+    """Connecting, sending and the answer's head within `seconds`; None: no limit here."""
+    if seconds is None:
+        yield
+    else:
+        async with asyncio.timeout(seconds):
+            yield
+
+
+async def _error(resp: _Response) -> KubeApiError:
     text = (await resp.read()).decode("utf-8", errors="replace")
     try:
         status = json.loads(text)
         return KubeApiError(resp.status, status.get("message") or resp.reason or text, status.get("reason") or "")
     except ValueError:
+        return KubeApiError(resp.status, text.strip() or (resp.reason or ""), "")
+    except AttributeError:  # JSON, but not a Status object
         return KubeApiError(resp.status, text.strip() or (resp.reason or ""), "")
 
 

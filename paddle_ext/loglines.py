@@ -45,6 +45,88 @@ def prefix_line(worker: int, line: str) -> str:
     return WORKER_PREFIX.format(index=worker) + line
 
 
+# Logs travel as bytes in pieces of whole lines ("chunks": UTF-8, every line ending in
+# b"\n", no b"\r" before it). Each step below costs a few C-level passes per piece, not
+# Python work per line, which is what makes a 100,000-line log quick to read.
+
+_CR_BEFORE_LF = re.compile(rb"\r+\n")
+
+
+def clean_chunk(data: bytes) -> bytes:
+    """Whole lines as a log shows them: a line's trailing carriage returns dropped and
+    bytes that are not UTF-8 replaced (U+FFFD), as decoding line by line would."""
+    if b"\r" in data:
+        data = _CR_BEFORE_LF.sub(b"\n", data)
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            data = data.decode("utf-8", errors="replace").encode("utf-8")
+    return data
+
+
+def prefix_chunk(worker: int, chunk: bytes) -> bytes:
+    """`prefix_line` for every line of a chunk."""
+    prefix = WORKER_PREFIX.format(index=worker).encode()
+    return prefix + chunk[:-1].replace(b"\n", b"\n" + prefix) + b"\n"
+
+
+def chunk_lines(chunk: bytes) -> list[str]:
+    """The lines of a chunk, without their newlines."""
+    return chunk.decode("utf-8", errors="replace").split("\n")[:-1]
+
+
+def lines_chunk(lines: list[str]) -> bytes:
+    """Lines (without newlines) as one chunk."""
+    return ("\n".join(lines) + "\n").encode("utf-8", errors="replace") if lines else b""
+
+
+class LineSplitter:
+    """Cuts a byte stream into chunks of whole lines, keeping a partial last line for later."""
+
+    def __init__(self) -> None:
+        self.partial = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The whole lines completed by `data` (b"" if none), cleaned."""
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self.partial += data
+            return b""
+        whole = self.partial + data[:cut + 1] if self.partial else data[:cut + 1]
+        self.partial = data[cut + 1:]
+        return clean_chunk(whole)
+
+    def end(self) -> bytes:
+        """A last line without a newline, as a whole line (b"" if none)."""
+        rest, self.partial = self.partial, b""
+        return clean_chunk(rest + b"\n") if rest else b""
+
+
+def split_chunk(chunk: bytes, skip: int) -> bytes:
+    """The chunk without its first `skip` lines."""
+    if skip <= 0:
+        return chunk
+    at = -1
+    for _ in range(skip):
+        at = chunk.find(b"\n", at + 1)
+        if at < 0:
+            return b""
+    return chunk[at + 1:]
+
+
+def last_lines(data: bytes, count: int) -> bytes:
+    """The last `count` whole lines of `data` (which ends with a newline, or is empty)."""
+    if count <= 0 or not data:
+        return b""
+    at = len(data) - 1  # the final newline
+    for _ in range(count):
+        at = data.rfind(b"\n", 0, at)
+        if at < 0:
+            return data
+    return data[at + 1:]
+
+
 def split_prefix(line: str) -> tuple[int | None, str]:
     """(worker, line without the prefix) of a merged-log line; (None, line) without one."""
     match = _PREFIX.match(line)

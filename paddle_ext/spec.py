@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import secrets
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from .constants import COMPLETION_INDEX_ENV, JOB_NAME_ENV, LAUNCHER_ENV, OUTPUT_DIR_ENV
+from .constants import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS  # noqa: F401 (re-exported)
 from .errors import SpecError
 from .quantity import LARGEST_COUNT, check_quantity, parse_quantity  # noqa: F401 (parse_quantity: re-exported)
 
@@ -37,13 +37,6 @@ MAX_RUNTIME_SECONDS = 366 * 24 * 3600
 # The command and environment travel in the job's annotations (256 KiB in all, on
 # Kubernetes) and in one exec (128 KiB per argument on Linux).
 MAX_COMMAND_AND_ENV_BYTES = 64 * 1024
-# The defaults, read by the Python API, the CLI, the REST API, the launcher's form and the
-# quota model alike. One worker: distributed training is a deliberate choice, and a job
-# takes no more of a shared quota than it asks for.
-DEFAULT_WORKERS = 1
-DEFAULT_GPUS_PER_WORKER = 0
-DEFAULT_CPU = "1"
-DEFAULT_MEMORY = "2Gi"
 
 FIELDS = (
     "name", "command", "workers", "gpus_per_worker", "cpu", "memory",
@@ -62,6 +55,8 @@ def generate_name(command: tuple[str, ...] = ()) -> str:
                 stem = base[:30]
             break
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    import secrets  # here: hashlib and random cost every command otherwise
+
     return f"{stem}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
 
 

@@ -16,9 +16,10 @@ import hashlib
 import io
 import os
 import tarfile
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 from .constants import OUTPUTS_FOLDER
 from .errors import PaddleCloudError
@@ -90,7 +91,9 @@ class CodeTooLarge(PaddleCloudError):
         return {**super().to_dict(), "fields": {"workdir": self.message}}
 
 
-def ignore_spec(root: str) -> pathspec.PathSpec:
+def ignore_spec(root: str) -> "pathspec.PathSpec":
+    import pathspec  # here, not at the top: commands that only read jobs never need it
+
     try:
         with open(os.path.join(root, IGNORE_FILE), encoding="utf-8") as f:
             return pathspec.GitIgnoreSpec.from_lines(f)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import Config, LoggingConfigurable
@@ -19,18 +19,24 @@ from traitlets.config import Config, LoggingConfigurable
 from ..constants import BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
 from ..errors import InvalidRequest, NotFound, PaddleCloudError
 from ..jobs import Job
-from ..loglines import FrameworkFilter, prefix_line
-from ..metrics import CursorError, MetricsPage, parse_cursor, read_metrics
-from ..options import JobOptions
-from ..quota.model import JobUsage, QuotaReport
+from ..loglines import FrameworkFilter, chunk_lines, lines_chunk, prefix_chunk
 from ..spec import JobSpec
 from ..workspace import DEFAULT_MAX_BYTES
 
+if TYPE_CHECKING:
+    from ..metrics import MetricsPage
+    from ..options import JobOptions
+    from ..quota.model import JobUsage, QuotaReport
+
 
 class JobBackend(LoggingConfigurable):
-    """Base class. Subclasses implement submit/list/get/cancel/worker_log/quota."""
+    """Base class. Subclasses implement submit/list/get/cancel/worker_log_chunks/quota."""
 
     name = "base"
+    # Reading a whole merged log, how many workers after the one being printed are read at
+    # the same time (their pieces wait in memory, a bounded amount each). Worth it where
+    # each read waits on a server, as on Kubernetes; a local file is read at once.
+    log_read_ahead = 0
 
     images = List(
         Dict(),
@@ -67,6 +73,8 @@ class JobBackend(LoggingConfigurable):
 
     def options(self) -> JobOptions:
         """What this deployment offers: the launcher's form and the submit check."""
+        from ..options import JobOptions
+
         return JobOptions.build(
             self.name, self.images, self.datasets, max_workers=self.max_workers,
             max_gpus_per_worker=self.max_gpus_per_worker, max_cpu=self.max_cpu, max_memory=self.max_memory,
@@ -94,9 +102,36 @@ class JobBackend(LoggingConfigurable):
     async def cancel(self, name: str) -> Job:
         raise NotImplementedError
 
-    def worker_log(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
-        """One worker's log lines, without newlines; following ends when the job has."""
+    def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+        """One worker's log as it is read: pieces of whole lines (UTF-8, each line ending
+        in a newline; paddle_ext.loglines' chunk helpers); following ends when the job has."""
         raise NotImplementedError
+
+    async def worker_log(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
+        """One worker's log lines, without newlines; following ends when the job has."""
+        async for chunk in self.worker_log_chunks(job, index, tail, follow):
+            for line in chunk_lines(chunk):
+                yield line
+
+    async def log_chunks(self, name: str, worker: int | None = None, tail: int | None = None,
+                         follow: bool = False, mine: bool = False) -> AsyncIterator[bytes]:
+        """`logs` as bytes, in pieces of whole lines: what the CLI and the REST API pass on
+        without touching single lines (prefixes are added per piece)."""
+        job = await self.get(name)
+        check_worker(job, worker)
+        async for chunk in self.job_log_chunks(job, worker, tail, follow, mine):
+            yield chunk
+
+    async def job_log_chunks(self, job: Job, worker: int | None = None, tail: int | None = None,
+                             follow: bool = False, mine: bool = False) -> AsyncIterator[bytes]:
+        """`log_chunks` of a job already read (and its `worker` checked)."""
+        indexes = [worker] if worker is not None else list(range(job.workers))
+        prefixed = worker is None and job.workers > 1
+        streams = {i: self.worker_log_chunks(job, i, tail, follow) for i in indexes}
+        if mine:
+            streams = {i: users_only(stream) for i, stream in streams.items()}
+        async for index, chunk in merge_streams(streams, interleave=follow, read_ahead=self.log_read_ahead):
+            yield prefix_chunk(index, chunk) if prefixed else chunk
 
     async def logs(self, name: str, worker: int | None = None, tail: int | None = None,
                    follow: bool = False, mine: bool = False) -> AsyncIterator[str]:
@@ -104,15 +139,9 @@ class JobBackend(LoggingConfigurable):
         one worker after another, or with `follow` interleaved as lines arrive. `mine`
         leaves out framework noise and metric records (paddle_ext.loglines), after `tail`
         picked the lines."""
-        job = await self.get(name)
-        check_worker(job, worker)
-        indexes = [worker] if worker is not None else list(range(job.workers))
-        prefixed = worker is None and job.workers > 1
-        streams = {i: self.worker_log(job, i, tail, follow) for i in indexes}
-        if mine:
-            streams = {i: users_only(stream) for i, stream in streams.items()}
-        async for index, line in merge_streams(streams, interleave=follow):
-            yield prefix_line(index, line) if prefixed else line
+        async for chunk in self.log_chunks(name, worker, tail, follow, mine):
+            for line in chunk_lines(chunk):
+                yield line
 
     async def code_archive(self, name: str) -> bytes:
         """The gzipped tar of the code the job ran (workspace.snapshot)."""
@@ -121,6 +150,8 @@ class JobBackend(LoggingConfigurable):
     async def metrics(self, name: str, since: str | None = None) -> MetricsPage:
         """Metric points in the job's logs after the cursor `since` (none: from the start),
         and the cursor for the next call. Read from the stored logs each time."""
+        from ..metrics import CursorError, MetricsPage, parse_cursor, read_metrics
+
         job = await self.get(name)
         try:
             cursor = parse_cursor(since, job.workers)
@@ -138,6 +169,8 @@ class JobBackend(LoggingConfigurable):
 
     async def running_usage(self) -> list[JobUsage]:
         """What each unfinished job holds, for quota checks and messages."""
+        from ..quota.model import JobUsage
+
         return [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
 
     async def close(self) -> None:
@@ -157,30 +190,37 @@ def check_worker(job: Job, worker: int | None) -> None:
         raise InvalidRequest(f"Job '{job.name}' has workers 0 to {job.workers - 1}; there is no worker {worker}.")
 
 
-async def users_only(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """One worker's lines without the framework's noise and metric records."""
+async def users_only(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """One worker's log without the framework's noise and metric records."""
     noise = FrameworkFilter()
-    async for line in lines:
-        if not noise.hides(line):
-            yield line
+    async for chunk in chunks:
+        kept = lines_chunk([line for line in chunk_lines(chunk) if not noise.hides(line)])
+        if kept:
+            yield kept
 
 
-async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool
-                        ) -> AsyncIterator[tuple[int, str]]:
-    """(worker, line) from several workers' streams: in worker order, or interleaved as
-    lines arrive (each worker's own order kept). A stream's error ends the merge."""
-    if not interleave or len(streams) == 1:
+async def merge_streams(streams: dict[int, AsyncIterator], interleave: bool, read_ahead: int = 0
+                        ) -> AsyncIterator[tuple[int, Any]]:
+    """(worker, item) from several workers' streams: in worker order, or interleaved as
+    items arrive (each worker's own order kept). In worker order, `read_ahead` later
+    streams are read at the same time, a bounded number of items each. A stream's error
+    ends the merge (in worker order: when that worker's turn comes)."""
+    if len(streams) == 1 or (not interleave and read_ahead <= 0):
         for index, stream in streams.items():
-            async for line in stream:
-                yield index, line
+            async for item in stream:
+                yield index, item
         return
-    queue: asyncio.Queue = asyncio.Queue(maxsize=10000)
+    if not interleave:
+        async for pair in _in_order_reading_ahead(streams, read_ahead):
+            yield pair
+        return
+    queue: asyncio.Queue = asyncio.Queue(maxsize=1000)
     done = object()
 
-    async def pump(index: int, stream: AsyncIterator[str]):
+    async def pump(index: int, stream: AsyncIterator):
         try:
-            async for line in stream:
-                await queue.put((index, line))
+            async for item in stream:
+                await queue.put((index, item))
         except PaddleCloudError as exc:
             await queue.put(exc)
         finally:
@@ -197,6 +237,43 @@ async def merge_streams(streams: dict[int, AsyncIterator[str]], interleave: bool
                 raise item
             else:
                 yield item
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _in_order_reading_ahead(streams: dict[int, AsyncIterator], ahead: int,
+                                  buffered: int = 64) -> AsyncIterator[tuple[int, Any]]:
+    indexes = list(streams)
+    queues: dict[int, asyncio.Queue] = {}
+    tasks: list[asyncio.Future] = []
+    done = object()
+
+    def start(index: int) -> None:
+        queue: asyncio.Queue = asyncio.Queue(maxsize=buffered)
+        queues[index] = queue
+
+        async def pump():
+            try:
+                async for item in streams[index]:
+                    await queue.put(item)
+            except PaddleCloudError as exc:
+                await queue.put(exc)
+            finally:
+                await queue.put(done)
+
+        tasks.append(asyncio.ensure_future(pump()))
+
+    try:
+        for position, index in enumerate(indexes):
+            for later in indexes[position:position + ahead + 1]:
+                if later not in queues:
+                    start(later)
+            queue = queues[index]
+            while (item := await queue.get()) is not done:
+                if isinstance(item, PaddleCloudError):
+                    raise item
+                yield index, item
     finally:
         for task in tasks:
             task.cancel()

@@ -12,8 +12,6 @@ import getpass
 import json
 import logging
 import os
-import urllib.error
-import urllib.request
 
 from ..constants import USER_GROUPS_ENV
 
@@ -27,6 +25,9 @@ def current_user() -> str:
 def current_groups(timeout: float = 5.0) -> list[str]:
     api_url, token = os.environ.get("JUPYTERHUB_API_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
     if api_url and token:
+        import urllib.error  # only here: http.client and email cost every command ~10 ms otherwise
+        import urllib.request
+
         request = urllib.request.Request(api_url.rstrip("/") + "/user",
                                          headers={"Authorization": f"token {token}"})
         try:

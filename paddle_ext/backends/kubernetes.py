@@ -21,11 +21,13 @@ from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import (CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, MASTER_PORT,
-                         OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_RESOURCE,
+                         JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
+                         WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job, Phase
-from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path, split_lines
+from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
+from ..loglines import LineSplitter, split_chunk
 from ..manifests import (CODE_KEY, JOB_KINDS, NO_OUTPUTS_NOTE, JobKind, ManifestSettings, code_configmap,
                          label_selector, outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
@@ -57,6 +59,7 @@ class KubernetesBackend(JobBackend):
     """Runs each job as a headless Service + Indexed Job (or a Kubeflow PaddleJob)."""
 
     name = "kubernetes"
+    log_read_ahead = 4
 
     namespace = Unicode(help="Namespace for jobs. Default: the pod's own namespace in a cluster, "
                              "else the kubeconfig context's, else 'default'.").tag(config=True)
@@ -313,13 +316,36 @@ class KubernetesBackend(JobBackend):
     async def _pods(self, selector: str) -> list[dict]:
         return (await self._call("list pods", "get", self._path("pods"), labelSelector=selector)).get("items", [])
 
-    async def _events(self) -> list[dict]:
-        """The namespace's events (a job's own and its pods': kubernetes_progress picks them)."""
+    async def _events(self, **params: Any) -> list[dict]:
+        """The namespace's events (all, or those a field selector picks)."""
         try:
-            data = await self._call("list events", "get", self._path("events"))
+            data = await self._call("list events", "get", self._path("events"), **params)
         except Forbidden:
             return []
         return data.get("items", [])
+
+    async def _job_events(self, name: str, job: dict, pods: list[dict]) -> list[dict]:
+        """The events a job's state can depend on, read only when it can: none once the job
+        has ended; the job's own (the quota's or an admission policy's refusal of its pods)
+        while a worker has no pod; a pod's own (image pulls) while it is on a node but its
+        container has not started. Listing every event of a busy namespace on each look was
+        the slowest part of reading a job."""
+        annotations = _annotations(job)
+        if _finished(job) or CANCELLED_ANNOTATION in annotations or FAILED_ANNOTATION in annotations:
+            return []
+        workers = pods_by_worker(pods)
+        wanted = []
+        if len(workers) < _worker_count(job) or (job.get("spec") or {}).get("suspend"):
+            wanted.append(name)
+        starting = [pod["metadata"]["name"] for pod in workers.values()
+                    if (pod.get("spec") or {}).get("nodeName") and not _container_started(pod)
+                    and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        if len(starting) > 4:  # many pods starting at once: one list is cheaper than a request each
+            return await self._events()
+        wanted += starting
+        found = await asyncio.gather(*(self._events(fieldSelector=f"involvedObject.name={object_name}")
+                                       for object_name in wanted))
+        return [event for events in found for event in events]
 
     async def _max_free_gpus(self) -> int | None:
         """Free GPUs on the emptiest node, if this account may read nodes (often it may not)."""
@@ -334,9 +360,8 @@ class KubernetesBackend(JobBackend):
     async def get(self, name: str) -> Job:
         if not is_job_name(name):  # e.g. '..' or 'a/b' from a URL must never become an API path
             raise JobNotFound(name)
-        job, pods, events = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)),
-                                                 self._events())
-        events = related_events(name, pods, events)
+        job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
+        events = related_events(name, pods, await self._job_events(name, job, pods))
         result = await self._settle(job, pods, events)
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()
@@ -396,7 +421,7 @@ class KubernetesBackend(JobBackend):
 
     # ------------------------------------------------------------ logs
 
-    async def worker_log(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
+    async def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
         """One worker's log. Following re-attaches when the stream drops or the pod is
         replaced, never repeating a line, and ends once the job has finished."""
         name = job.name
@@ -420,11 +445,15 @@ class KubernetesBackend(JobBackend):
                 count = 0
                 seen.setdefault(uid, 0)
                 try:
-                    async for line in self._pod_log_lines(pod["metadata"]["name"], follow, read_tail):
-                        count += 1
-                        if count > skip:
-                            seen[uid] = count
-                            yield line
+                    async for chunk in self._pod_log_chunks(pod["metadata"]["name"], follow, read_tail):
+                        lines = chunk.count(b"\n")
+                        if count + lines > skip:
+                            chunk = split_chunk(chunk, skip - count)
+                            seen[uid] = count + lines
+                            count += lines
+                            yield chunk
+                        else:
+                            count += lines
                     if stopped:
                         complete.add(uid)
                 except KubeApiError as exc:
@@ -451,31 +480,54 @@ class KubernetesBackend(JobBackend):
                 self.log.debug("API server unavailable while following logs (%s); trying again", exc.message)
                 await asyncio.sleep(self.log_retry_seconds)
 
-    async def _pod_log_lines(self, pod_name: str, follow: bool, tail: int | None) -> AsyncIterator[str]:
-        """Lines of one pod's log. A follow ends at end of stream, or when the pod has
-        stopped and no line came for a while (not every node closes the stream)."""
+    async def _pod_log_chunks(self, pod_name: str, follow: bool, tail: int | None) -> AsyncIterator[bytes]:
+        """One pod's log in pieces of whole lines. A follow ends at end of stream, or when
+        the pod has stopped and nothing came for a while (not every node closes the stream)."""
         params = {"container": CONTAINER_NAME, "follow": follow, "tailLines": tail}
-        lines: asyncio.Queue = asyncio.Queue(maxsize=10000)
+        path = self._path("pods", pod_name, subresource="log")
+        if not follow:
+            lines = LineSplitter()
+            try:
+                async for data in self.api.stream(path, params):
+                    if whole := lines.feed(data):
+                        yield whole
+            except KubeUnreachable as exc:  # a log cut short must not look complete
+                raise BackendUnavailable(f"{exc} (while reading the log of pod {pod_name})") from exc
+            if last := lines.end():
+                yield last
+            return
+        pieces: asyncio.Queue = asyncio.Queue(maxsize=256)
         end = object()
+        loop = asyncio.get_running_loop()
+        last_data = loop.time()
 
         async def read():
+            nonlocal last_data
+            lines = LineSplitter()
             try:
-                async for raw in split_lines(self.api.stream(self._path("pods", pod_name, subresource="log"), params)):
-                    await lines.put(raw.decode("utf-8", errors="replace").rstrip("\r"))
+                async for data in self.api.stream(path, params):
+                    last_data = loop.time()
+                    if whole := lines.feed(data):
+                        await pieces.put(whole)
+                if last := lines.end():
+                    await pieces.put(last)
             except (KubeApiError, KubeUnreachable) as exc:
-                await lines.put(exc)
+                await pieces.put(exc)
             finally:
-                await lines.put(end)
+                await pieces.put(end)
 
-        reader = asyncio.ensure_future(read())
+        async def watch():
+            idle = self.log_idle_check_seconds
+            while True:
+                await asyncio.sleep(max(idle - (loop.time() - last_data), 0.05))
+                if loop.time() - last_data >= idle and await self._pod_stopped(pod_name):
+                    await pieces.put(end)
+                    return
+
+        reader, watcher = asyncio.ensure_future(read()), asyncio.ensure_future(watch())
         try:
             while True:
-                try:
-                    item = await asyncio.wait_for(lines.get(), timeout=self.log_idle_check_seconds)
-                except asyncio.TimeoutError:
-                    if await self._pod_stopped(pod_name):
-                        return
-                    continue
+                item = await pieces.get()
                 if item is end:
                     return
                 if isinstance(item, KubeApiError):
@@ -486,6 +538,7 @@ class KubernetesBackend(JobBackend):
                 yield item
         finally:
             reader.cancel()
+            watcher.cancel()
 
     async def _pod_stopped(self, pod_name: str) -> bool:
         try:
@@ -527,6 +580,20 @@ def _finished(job: dict) -> bool:
     """The Job (or PaddleJob) itself has ended, as Kubernetes sees it."""
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c.get("type") in ("Complete", "Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+def _worker_count(job: dict) -> int:
+    """How many workers the job has (its recorded spec, else the Job's completions)."""
+    spec = _json_object(_annotations(job).get(SPEC_ANNOTATION))
+    return int(spec.get("workers") or (job.get("spec") or {}).get("completions") or 1)
+
+
+def _json_object(text: str | None) -> dict:
+    try:
+        value = json.loads(text or "null")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _container_started(pod: dict) -> bool:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 from traitlets import Float, Unicode, default
 
@@ -26,6 +26,7 @@ from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FIL
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
 from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
 from ..launch import launch_argv
+from ..loglines import LineSplitter, chunk_lines, last_lines
 from ..progress import local_progress
 from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
@@ -106,7 +107,9 @@ class LocalBackend(JobBackend):
                               "resolve there). Default: the current folder at submit time.").tag(config=True)
     python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
     stop_grace_seconds = Float(5.0, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
-    poll_interval = Float(0.2, help="Seconds between checks for new log lines when following.").tag(config=True)
+    poll_interval = Float(0.05, help="Seconds between checks for new log lines when following.").tag(config=True)
+    done_check_seconds = Float(0.2, help="When a followed log is quiet, seconds between checks whether the job "
+                               "has ended.").tag(config=True)
     start_timeout_seconds = Float(30.0, help="Seconds each worker's supervisor gets to come up; a worker that "
                                   "does not fails the job, naming it.").tag(config=True)
     quota_file = Unicode(help="Quota settings (written by the hub's quota service). Default: "
@@ -338,20 +341,29 @@ class LocalBackend(JobBackend):
         self.log.info("Cancelled local job %s", name)
         return self._read(name)
 
-    async def worker_log(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[str]:
+    async def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
         reader = LogReader(files.log_path(self._job_dir(job.name), index))
-        for line in reader.initial_lines(tail, final=not follow):
-            yield line
+        if tail is not None:
+            if chunk := reader.initial_chunk(tail, final=not follow):
+                yield chunk
+        else:
+            for chunk in reader.chunks(final=not follow):
+                yield chunk
+        # Following: look at the file often (cheap), and whether the job ended less often.
+        looked = time.monotonic()
         while follow:
-            lines = reader.new_lines(final=False)
-            for line in lines:
-                yield line
-            if lines:
+            got = False
+            for chunk in reader.chunks(final=False):
+                got = True
+                yield chunk
+            if got:
                 continue
-            if self._read(job.name).done:  # every process has exited: what is in the file is all
-                for line in reader.new_lines(final=True):
-                    yield line
-                return
+            if time.monotonic() - looked >= self.done_check_seconds:
+                if self._read(job.name).done:  # every process has exited: what is in the file is all
+                    for chunk in reader.chunks(final=True):
+                        yield chunk
+                    return
+                looked = time.monotonic()
             await asyncio.sleep(self.poll_interval)
 
     async def code_archive(self, name: str) -> bytes:
@@ -369,34 +381,46 @@ class LocalBackend(JobBackend):
 
 
 class LogReader:
-    """Reads a growing log file line by line, keeping a partial last line until it ends."""
+    """Reads a growing log file, keeping a partial last line until it ends."""
+
+    READ_SIZE = 1 << 20  # a long log is passed on a piece at a time, not read whole
 
     def __init__(self, path: str):
         self.path = path
         self.offset = 0
-        self.partial = b""
+        self.lines = LineSplitter()
 
-    def _read_new(self) -> bytes:
+    def _read_new(self, limit: int = -1) -> bytes:
         try:
             with open(self.path, "rb") as f:
                 f.seek(self.offset)
-                data = f.read()
+                data = f.read(limit)
         except FileNotFoundError:
             return b""
         self.offset += len(data)
         return data
 
+    def chunks(self, final: bool) -> Iterator[bytes]:
+        """The whole lines written since the last read, a piece at a time, and with `final`
+        a last line without a newline too."""
+        while True:
+            data = self._read_new(self.READ_SIZE)
+            if whole := self.lines.feed(data):
+                yield whole
+            if len(data) < self.READ_SIZE:  # at the end, for now
+                break
+        if final and (rest := self.lines.end()):
+            yield rest
+
+    def new_chunk(self, final: bool) -> bytes:
+        return b"".join(self.chunks(final))
+
+    def initial_chunk(self, tail: int | None, final: bool) -> bytes:
+        chunk = self.new_chunk(final=final)
+        return chunk if tail is None else last_lines(chunk, tail)
+
     def initial_lines(self, tail: int | None, final: bool) -> list[str]:
-        lines = self.new_lines(final=final)
-        if tail is None:
-            return lines
-        return lines[len(lines) - tail:] if tail > 0 else []
+        return chunk_lines(self.initial_chunk(tail, final))
 
     def new_lines(self, final: bool) -> list[str]:
-        data = self.partial + self._read_new()
-        parts = data.split(b"\n")
-        self.partial = parts.pop()
-        if final and self.partial:
-            parts.append(self.partial)
-            self.partial = b""
-        return [p.decode("utf-8", errors="replace").rstrip("\r") for p in parts]
+        return chunk_lines(self.new_chunk(final))

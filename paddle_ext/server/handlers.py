@@ -133,16 +133,26 @@ class LogsHandler(PaddleHandler):
         tail = self.int_argument("tail")
         follow = self.bool_argument("follow")
         mine = self.bool_argument("mine")
-        check_worker(await self.backend.get(name), worker)  # 404 and 400 before any streaming starts
-        lines = self.backend.logs(name, worker=worker, tail=tail, follow=follow, mine=mine)
+        job = await self.backend.get(name)
+        check_worker(job, worker)  # 404 and 400 before any streaming starts
+        # Pieces of whole lines as bytes: framing and prefixes are added per piece, not per line.
+        chunks = self.backend.job_log_chunks(job, worker=worker, tail=tail, follow=follow, mine=mine)
         if follow:
-            await self._stream(name, lines)
+            await self._stream(name, chunks)
         else:
-            async for line in lines:
-                self.write(line + "\n")
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            try:
+                async for chunk in chunks:
+                    self.write(chunk)
+                    await self.flush()
+            except StreamClosedError:
+                self.log.debug("Log reader of %s went away", name)
+                return
+            finally:
+                await chunks.aclose()
             self.finish(set_content_type="text/plain; charset=utf-8")
 
-    async def _stream(self, name, lines):
+    async def _stream(self, name, chunks):
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -150,19 +160,19 @@ class LogsHandler(PaddleHandler):
         try:
             await self.flush()
             while True:
-                pending = pending or asyncio.ensure_future(lines.__anext__())
+                pending = pending or asyncio.ensure_future(chunks.__anext__())
                 done, _ = await asyncio.wait({pending}, timeout=HEARTBEAT_SECONDS)
                 if not done:
                     self.write(": keep-alive\n\n")
                     await self.flush()
                     continue
                 try:
-                    line = pending.result()
+                    chunk = pending.result()
                 except StopAsyncIteration:
                     break
                 finally:
                     pending = None
-                self.write(f"data: {line}\n\n")
+                self.write(sse_events(chunk))
                 await self.flush()
             job = await self.backend.get(name)
             end = {"phase": str(job.phase), "reason": str(job.reason), "message": job.message}
@@ -173,7 +183,12 @@ class LogsHandler(PaddleHandler):
         finally:
             if pending is not None:
                 pending.cancel()
-            await lines.aclose()
+            await chunks.aclose()
+
+
+def sse_events(chunk: bytes) -> bytes:
+    """One `data:` event per line of a piece of whole lines."""
+    return b"data: " + chunk[:-1].replace(b"\n", b"\n\ndata: ") + b"\n\n"
 
 
 class CodeHandler(PaddleHandler):
