@@ -189,6 +189,9 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
     else:
         volumes.append({"name": "workdir", "emptyDir": {}})
         mounts.append({"name": "workdir", "mountPath": settings.workdir})
+    if not outputs(spec, settings)["kept"]:  # made by the init container, written by the worker
+        volumes.append({"name": "outputs", "emptyDir": {}})
+        mounts.append({"name": "outputs", "mountPath": UNKEPT_OUTPUTS})
     init_mounts = list(mounts)
     if settings.code_configmap and not runs_in_workspace(settings):
         volumes.append({"name": "code", "configMap": {"name": settings.code_configmap}})

@@ -329,10 +329,17 @@ class KubernetesBackend(JobBackend):
         has ended; the job's own (the quota's or an admission policy's refusal of its pods)
         while a worker has no pod; a pod's own (image pulls) while it is on a node but its
         container has not started. Listing every event of a busy namespace on each look was
-        the slowest part of reading a job."""
+        the slowest part of reading a job. A failed job: its own events and the kubelet's stops,
+        which tell the worker that failed first from those stopped because of it."""
         annotations = _annotations(job)
-        if _finished(job) or CANCELLED_ANNOTATION in annotations or FAILED_ANNOTATION in annotations:
+        if CANCELLED_ANNOTATION in annotations or FAILED_ANNOTATION in annotations:
             return []
+        if _finished(job):
+            if not _failed(job):
+                return []
+            found = await asyncio.gather(self._events(fieldSelector=f"involvedObject.name={name}"),
+                                         self._events(fieldSelector="reason=Killing"))
+            return [event for events in found for event in events]
         workers = pods_by_worker(pods)
         wanted = []
         if len(workers) < _worker_count(job) or (job.get("spec") or {}).get("suspend"):
@@ -580,6 +587,11 @@ def _finished(job: dict) -> bool:
     """The Job (or PaddleJob) itself has ended, as Kubernetes sees it."""
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c.get("type") in ("Complete", "Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+def _failed(job: dict) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
 def _worker_count(job: dict) -> int:

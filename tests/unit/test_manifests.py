@@ -128,7 +128,10 @@ def test_a_job_from_a_folder_off_the_workspace_unpacks_its_code_at_the_same_path
     assert init["command"][:2] == ["python", "-c"]
     assert init["command"][3:] == ["/var/run/paddlecloud/code/code.tar.gz", "/home/jovyan/project",
                                    "/tmp/paddlecloud-outputs/tiny"]
-    assert init["volumeMounts"] == [{"name": "workdir", "mountPath": "/home/jovyan/project"},
+    # The outputs folder the init container makes is a volume the worker shares.
+    outputs_mount = {"name": "outputs", "mountPath": "/tmp/paddlecloud-outputs"}
+    assert {"name": "outputs", "emptyDir": {}} in pod["volumes"] and outputs_mount in container["volumeMounts"]
+    assert init["volumeMounts"] == [{"name": "workdir", "mountPath": "/home/jovyan/project"}, outputs_mount,
                                     {"name": "code", "mountPath": "/var/run/paddlecloud/code", "readOnly": True}]
     assert init["resources"] == container["resources"] and init["securityContext"] == container["securityContext"]
     assert manifests.outputs(spec, s) == {"path": "/tmp/paddlecloud-outputs/tiny", "kept": False,
@@ -147,7 +150,7 @@ def test_a_job_from_a_folder_on_the_shared_workspace_runs_there_and_keeps_its_ou
     assert container["workingDir"] == "/home/jovyan/project"
     assert {"name": "workspace", "mountPath": "/home/jovyan"} in container["volumeMounts"]
     assert {"name": "workspace", **HOME} in pod["volumes"]
-    assert not [v for v in pod["volumes"] if v["name"] in ("code", "workdir")]  # nothing travels
+    assert not [v for v in pod["volumes"] if v["name"] in ("code", "workdir", "outputs")]  # nothing travels
     assert pod["initContainers"][0]["command"][3:] == ["", "/home/jovyan/project",
                                                       "/home/jovyan/project/paddlecloud-outputs/tiny"]
     assert {"name": "PADDLECLOUD_OUTPUT_DIR", "value": "/home/jovyan/project/paddlecloud-outputs/tiny"} \

@@ -63,3 +63,25 @@ def test_a_job_run_in_place_records_its_folder_even_when_too_big_to_keep(project
     record = record_in_place(str(project), max_bytes=100_000)
     assert record.archive is None and record.digest.startswith("sha256:")
     assert record.record()["stored"] is False and record.record()["files"] == 5
+
+
+@pytest.mark.parametrize("entry", ["../outside.py", "/etc/passwd", "link"])
+def test_an_archive_entry_outside_the_folder_or_not_a_plain_file_is_refused(entry, tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        info = tarfile.TarInfo(entry)
+        if entry == "link":
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(info)
+        else:
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+    for filters in (True, False):  # with and without tarfile's own filters (Python < 3.11.4 has none)
+        if not filters:
+            monkeypatch.delattr(tarfile, "data_filter", raising=False)
+        with pytest.raises(ValueError, match="may not be unpacked"):
+            unpack(data.getvalue(), str(tmp_path / "out"))
+        assert not (tmp_path / "outside.py").exists() and not (tmp_path / "out" / "link").exists()
