@@ -184,6 +184,12 @@ if rank == 0:
 
 
 def write_file(hub, user, path, text):
+    """A file in `user`'s home through the notebook server's contents API (folders made first)."""
+    parts = path.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        folder = requests.put(f"{hub.url}/user/{user}/api/contents/{'/'.join(parts[:depth])}", timeout=30,
+                              headers={"Authorization": f"token {hub.admin_token}"}, json={"type": "directory"})
+        assert folder.status_code in (200, 201), folder.text
     response = requests.put(f"{hub.url}/user/{user}/api/contents/{path}",
                             headers={"Authorization": f"token {hub.admin_token}"}, timeout=30,
                             json={"type": "file", "format": "text", "content": text})
@@ -199,6 +205,20 @@ def wait_job(hub, user, name, timeout=600) -> dict:
             return job
         time.sleep(1)
     raise AssertionError(f"{user}'s job {name} did not end in {timeout}s: {job}")
+
+
+def write_test_script(hub, user, name: str) -> None:
+    """One of tests/local/scripts (ticker.py, ...) in `user`'s home, where their jobs run."""
+    write_file(hub, user, name, (Path(__file__).resolve().parents[1] / "local" / "scripts" / name).read_text())
+
+
+def job_story(hub, user, name) -> str:
+    """A job's state and the end of its log, for an assertion's message."""
+    headers = {"Authorization": f"token {hub.admin_token}"}
+    base = f"{hub.url}/user/{user}/paddle/api/jobs/{name}"
+    job = requests.get(base, headers=headers, timeout=60).text
+    logs = requests.get(f"{base}/logs", headers=headers, timeout=60).text
+    return f"{job}\n--- log (end) ---\n{logs[-4000:]}"
 
 
 def python_in_notebook(cluster, user, code: str) -> str:

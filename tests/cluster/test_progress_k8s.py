@@ -63,7 +63,8 @@ async def test_a_queued_job_moves_from_queued_to_running_for_every_worker(cluste
     unsuspends it, as Kueue would), then each worker is scheduled and runs."""
     jobs = backend(cluster, namespace, queue_name="team-queue", pod_annotations={COMPLETE_AFTER: "20s"})
     try:
-        await jobs.submit(JobSpec(name="queued", command=["python", "train.py"], workers=2))
+        await jobs.submit(JobSpec(name="queued", command=["python", "train.py"], workers=2,
+                                  gpus_per_worker=1))  # GPU pods: on the KWOK nodes, which run no container
         job = await jobs.get("queued")
         assert [(p.step, p.detail) for p in job.progress] == [
             ("Queued", "the job is queued, waiting for cluster capacity")] * 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import requests
 
 from cluster_helpers import wait_for
-from kubehub import MY_TRAIN, SMALL, in_notebook, ns, python_in_notebook, wait_job, write_file
+from kubehub import MY_TRAIN, SMALL, in_notebook, job_story, ns, python_in_notebook, wait_job, write_file
 
 
 def test_the_researchers_own_code_reaches_real_workers_from_every_way_of_launching(hub, core_v1, real_cluster):
@@ -42,7 +42,7 @@ def test_the_researchers_own_code_reaches_real_workers_from_every_way_of_launchi
     base = f"{hub.url}/user/bob"
     for way, name in names.items():
         job = wait_job(hub, "bob", name)
-        assert job["phase"] == "Succeeded", (way, job["message"])
+        assert job["phase"] == "Succeeded", (way, job_story(hub, "bob", name))
         assert job["code"]["workdir"] == "/home/jovyan/project" and job["code"]["files"] == 2, (way, job["code"])
         logs = requests.get(f"{base}/paddle/api/jobs/{name}/logs", headers=headers, timeout=60).text.splitlines()
         assert "[worker-0] rank 0: model v1" in logs and "[worker-1] rank 1: model v1" in logs, (way, logs[-20:])
@@ -77,7 +77,7 @@ def test_a_folder_off_the_workspace_travels_as_a_snapshot_that_later_edits_do_no
              "(p / 'model.py').write_text('VERSION = \"v2, edited after submit\"\\n'); print(job.name)")
     name = python_in_notebook(real_cluster, "bob", setup)
     job = wait_job(hub, "bob", name)
-    assert job["phase"] == "Succeeded", job["message"]
+    assert job["phase"] == "Succeeded", job_story(hub, "bob", name)
     logs = requests.get(f"{hub.url}/user/bob/paddle/api/jobs/{name}/logs", timeout=60,
                         headers={"Authorization": f"token {hub.admin_token}"}).text
     assert "rank 0: model v1" in logs and "rank 1: model v1" in logs and "v2" not in logs

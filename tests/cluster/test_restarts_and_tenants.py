@@ -11,7 +11,7 @@ import kubernetes
 import requests
 
 from cluster_helpers import wait_for
-from kubehub import SMALL, follow, notebook_pod, ns
+from kubehub import SMALL, follow, job_story, notebook_pod, ns, write_file, write_test_script
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.spec import JobSpec
 from tools.k8s.cluster import IMAGE_REFS
@@ -34,8 +34,9 @@ def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_f
     hub.ensure_running("bob", token)
     headers = {"Authorization": f"token {token}"}
     base = f"{hub.url}/user/bob"
+    write_test_script(hub, "bob", "ticker.py")
     created = requests.post(f"{base}/paddle/api/jobs", headers=headers, timeout=120, json={
-        "name": "survivor", "command": ["python", "ticker.py", "--count", "120", "--interval", "0.25"],
+        "name": "survivor", "command": ["python", "ticker.py", "--until", "survivor.gate", "--interval", "0.25"],
         "workers": 2, **SMALL})
     assert created.status_code == 201, created.text
     seen = []
@@ -50,11 +51,13 @@ def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_f
     core_v1.delete_namespaced_pod(old.metadata.name, ns("bob"), grace_period_seconds=0)
     hub.wait_gone("bob", token, timeout=180)
     jobs = kubernetes.client.BatchV1Api(core_v1.api_client)
-    assert jobs.read_namespaced_job_status("survivor", ns("bob")).status.active == 2  # untouched
+    assert jobs.read_namespaced_job_status("survivor", ns("bob")).status.active == 2, \
+        job_story(hub, "bob", "survivor")  # untouched (it runs until the test opens its gate)
     hub.ensure_running("bob", token)
     assert notebook_pod(core_v1, "bob").metadata.uid != old.metadata.uid
+    write_file(hub, "bob", "survivor.gate", "")  # the workers run in the shared home: they see it
     lines, end = follow(base, headers, "survivor")  # re-attached from the new notebook pod
-    assert end["phase"] == "Succeeded"
+    assert end["phase"] == "Succeeded", job_story(hub, "bob", "survivor")
     assert split_merged(lines, 2) == worker_logs(core_v1, ns("bob"), "survivor")  # none lost, none repeated
 
 
@@ -63,6 +66,7 @@ def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_come
     hub.ensure_running("bob", token)
     headers = {"Authorization": f"token {token}"}
     base = f"{hub.url}/user/bob"
+    write_test_script(hub, "bob", "ticker.py")
     created = requests.post(f"{base}/paddle/api/jobs", headers=headers, timeout=120, json={
         "name": "outlives-hub", "command": ["python", "ticker.py", "--count", "100000"], **SMALL})
     assert created.status_code == 201, created.text
@@ -77,7 +81,7 @@ def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_come
     print(f"\nquota page back {time.monotonic() - started:.1f}s after the hub started again")
     assert notebook_pod(core_v1, "bob").metadata.uid == pod.metadata.uid  # the same pod, never restarted
     job = requests.get(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60).json()
-    assert job["phase"] == "Running"
+    assert job["phase"] == "Running", job_story(hub, "bob", "outlives-hub")
     assert requests.delete(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60).status_code == 202
 
 
