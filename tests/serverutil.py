@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -101,11 +102,37 @@ def assert_no_processes_under(home: Path | str, timeout: float = 30.0) -> None:
     assert not described, f"processes still running under {home}:\n" + "\n".join(described)
 
 
+_LOG_RECORD = re.compile(r"\[[DIWEC] \d{4}-\d\d-\d\d ")  # the hub's own lines, interleaved with a child's stderr
+
+
 def tracebacks(log: Path | str) -> list[str]:
-    """Each Python traceback in a server's or hub's log (with the line after it): an error
-    the process hit, which the test asserts there is none of, instead of printing it."""
+    """Each Python traceback in a server's or hub's log (from the line before it to the
+    exception it ends in): an error the process hit, which the test asserts there is none
+    of, instead of printing it. A traceback ending in KeyboardInterrupt is a process told to
+    stop (e.g. a user's server the hub interrupts while it is still starting): not an error."""
     lines = Path(log).read_text(errors="replace").splitlines() if Path(log).exists() else []
-    return ["\n".join(lines[max(i - 1, 0):i + 12]) for i, line in enumerate(lines) if line.startswith("Traceback")]
+    found, i = [], 0
+    while i < len(lines):
+        if not lines[i].startswith("Traceback"):
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines):
+            line = lines[end]
+            if not line or line[0].isspace() or line.startswith("Traceback") or _LOG_RECORD.match(line) or \
+                    line.startswith(("During handling of the above exception", "The above exception")):
+                end += 1
+                continue
+            if end + 2 < len(lines) and not lines[end + 1] and \
+                    lines[end + 2].startswith(("During handling of the above exception", "The above exception")):
+                end += 1  # a chained exception: the one that matters comes last
+                continue
+            break
+        final = lines[end] if end < len(lines) else ""
+        if not final.startswith("KeyboardInterrupt"):
+            found.append("\n".join(lines[max(i - 1, 0):end + 1][-40:]))
+        i = end + 1
+    return found
 
 
 def job_pids(home: Path | str, name: str | None = None) -> list[int]:

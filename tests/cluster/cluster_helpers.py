@@ -5,15 +5,16 @@ import time
 import pytest
 
 
-def wait_for(check, timeout=30.0, interval=0.2, what="condition"):
-    """Poll check() until it returns a truthy value; return it or fail."""
+def wait_for(check, timeout=30.0, interval=0.2, what="condition", message=None):
+    """Poll check() until it returns a truthy value; return it or fail (with `message()`, if
+    given, saying what the state was)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout}s waiting for {what}" + (f"\n{message()}" if message else ""))
         time.sleep(interval)
 
 

@@ -88,7 +88,7 @@ def test_a_folder_off_the_workspace_travels_as_a_snapshot_that_later_edits_do_no
     assert back.returncode == 0, back.stderr
     listing = back.stdout.split()
     files = dict(zip(listing[0::2], listing[1::2]))
-    assert sorted(files) == [".paddlecloudignore", "my_train.py", "model.py"]  # scratch.tmp stayed behind
+    assert sorted(files) == [".paddlecloudignore", "model.py", "my_train.py"]  # scratch.tmp stayed behind
     ran = CodeSnapshot(job["code"]["workdir"], tuple(
         CodeFile(path, 0, sha256) for path, sha256 in sorted(files.items())))
     assert ran.digest == job["code"]["digest"] and job["code"]["stored"]

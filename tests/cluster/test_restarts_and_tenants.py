@@ -39,11 +39,14 @@ def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_f
         "name": "survivor", "command": ["python", "ticker.py", "--until", "survivor.gate", "--interval", "0.25"],
         "workers": 2, **SMALL})
     assert created.status_code == 201, created.text
+    wait_for(lambda: requests.get(f"{base}/paddle/api/jobs/survivor", headers=headers, timeout=60)
+             .json()["phase"] != "Pending", timeout=300, what="the job started",
+             message=lambda: job_story(hub, "bob", "survivor"))
     seen = []
     with requests.get(f"{base}/paddle/api/jobs/survivor/logs", params={"follow": "1"}, headers=headers,
-                      stream=True, timeout=600) as response:
+                      stream=True, timeout=(10, 120)) as response:  # a stall of 2 minutes fails
         for raw in response.iter_lines(decode_unicode=True):
-            if raw and raw.startswith("data: tick"):
+            if raw and raw.startswith("data: [worker-") and " tick " in raw:
                 seen.append(raw)
             if len(seen) >= 10:
                 break
