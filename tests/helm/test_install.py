@@ -285,7 +285,7 @@ HUB_MAY_NOT = [
     ("bind", "clusterroles.rbac.authorization.k8s.io/admin", None),
     ("create", "roles.rbac.authorization.k8s.io", USER_NS),
     ("impersonate", "serviceaccounts", USER_NS), ("impersonate", "users", None),
-    ("create", "pods/exec", USER_NS), ("create", "serviceaccounts/token", USER_NS),
+    ("create", "pods#exec", USER_NS), ("create", "serviceaccounts#token", USER_NS),
     ("delete", "namespaces", None), ("update", "namespaces", None),
     ("get", "configmaps/other", NS), ("update", "configmaps/other", NS), ("get", "configmaps", USER_NS),
     ("create", "persistentvolumes", None),
@@ -296,8 +296,11 @@ HUB_MAY_NOT = [
 
 
 def can_i(d: Deployment, verb: str, resource: str, namespace: str | None) -> bool:
+    """`kubectl auth can-i` as the hub: "kind/name" is one object, "kind#sub" a subresource."""
     where = ["--all-namespaces"] if namespace == "*" else (["-n", namespace] if namespace else [])
-    proc = d.k("auth", "can-i", verb, resource, *where, f"--as={HUB_SA}", check=False)
+    resource, _, subresource = resource.partition("#")
+    sub = [f"--subresource={subresource}"] if subresource else []
+    proc = d.k("auth", "can-i", verb, resource, *sub, *where, f"--as={HUB_SA}", check=False)
     assert proc.stdout.strip() in ("yes", "no"), proc.stdout + proc.stderr
     return proc.stdout.strip() == "yes"
 
@@ -335,7 +338,7 @@ def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(
     d = deployment
     assert USER in d.tokens, "the spawn step failed"
     submit = d.api("POST", f"/user/{USER}/paddle/api/jobs", json={
-        "name": "keeps-running", "command": ["python", "sleeper.py"], "workers": 1, "cpu": "100m",
+        "name": "keeps-running", "command": ["python", "sleeper.py"], "workers": 1, "cpu": "250m",
         "memory": "512Mi"})
     assert submit.status_code == 201, submit.text
     wait_for("the long job to run", lambda: d.job("keeps-running")["phase"] == "Running", timeout=180, interval=2)
@@ -368,7 +371,8 @@ def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(
     job = wait_for("the notebook through the proxy", lambda: (r := d.api(
         "GET", f"/user/{USER}/paddle/api/jobs/keeps-running")).status_code == 200 and r.json(), timeout=120)
     assert job["phase"] == "Running"
-    assert "tick" in d.api("GET", f"/user/{USER}/paddle/api/jobs/keeps-running/logs", params={"tail": 3}).text
+    wait_for("the job's newest lines to be ticks", lambda: "tick" in d.api(
+        "GET", f"/user/{USER}/paddle/api/jobs/keeps-running/logs", params={"tail": 3}).text, timeout=120, interval=2)
     # An admin cancels it through the quota service (its rights on users' jobs, pods and Services).
     cancel = d.api("DELETE", f"/services/quota/api/jobs/{USER}/keeps-running", user=ADMIN)
     assert cancel.status_code == 202 and cancel.json()["phase"] == "Cancelled", cancel.text
