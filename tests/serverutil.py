@@ -102,14 +102,16 @@ def assert_no_processes_under(home: Path | str, timeout: float = 30.0) -> None:
     assert not described, f"processes still running under {home}:\n" + "\n".join(described)
 
 
-_LOG_RECORD = re.compile(r"\[[DIWEC] \d{4}-\d\d-\d\d ")  # the hub's own lines, interleaved with a child's stderr
+# The hub's and its proxy's own lines, interleaved with a child's stderr.
+_LOG_RECORD = re.compile(r"\[[DIWEC] \d{4}-\d\d-\d\d |\d{4}-\d\d-\d\dT[\d:.]+Z \[ConfigProxy\]")
 
 
 def tracebacks(log: Path | str) -> list[str]:
     """Each Python traceback in a server's or hub's log (from the line before it to the
     exception it ends in): an error the process hit, which the test asserts there is none
-    of, instead of printing it. A traceback ending in KeyboardInterrupt is a process told to
-    stop (e.g. a user's server the hub interrupts while it is still starting): not an error."""
+    of, instead of printing it. A process the hub told to stop (a user's server it interrupts
+    while that is still starting: the traceback follows the hub's "Interrupting" line, or
+    ends in KeyboardInterrupt) is not an error."""
     lines = Path(log).read_text(errors="replace").splitlines() if Path(log).exists() else []
     found, i = [], 0
     while i < len(lines):
@@ -129,7 +131,9 @@ def tracebacks(log: Path | str) -> list[str]:
                 continue
             break
         final = lines[end] if end < len(lines) else ""
-        if not final.startswith("KeyboardInterrupt"):
+        interrupted = final.startswith("KeyboardInterrupt") or any(
+            "spawner" in line and " Interrupting " in line for line in lines[max(i - 3, 0):i])
+        if not interrupted:
             found.append("\n".join(lines[max(i - 1, 0):end + 1][-40:]))
         i = end + 1
     return found

@@ -28,3 +28,13 @@ def test_a_crash_is_found_and_an_interrupted_start_is_not(tmp_path):
     log.write_text(INTERRUPTED)
     assert tracebacks(log) == []
     assert tracebacks(tmp_path / "absent.log") == []
+
+
+def test_a_server_the_hub_interrupted_mid_import_is_not_an_error(tmp_path):
+    log = tmp_path / "hub.log"
+    log.write_text("[D 2026-11-30 14:51:04.602 JupyterHub spawner:2241] Interrupting 32151\n"
+                   "Traceback (most recent call last):\n  File \"<frozen runpy>\", line 189, in _run_module\n"
+                   "2026-11-30T14:51:04.603Z [ConfigProxy] warn: Terminated\n")
+    assert tracebacks(log) == []
+    log.write_text(log.read_text().replace("Interrupting 32151", "Starting 32151"))
+    assert len(tracebacks(log)) == 1
