@@ -21,6 +21,8 @@ import tempfile
 import time
 import urllib.request
 
+import psutil
+
 from common import HERE, Row, Section, fmt_ms, fmt_ratio, log, ratio
 
 from paddle_ext.constants import JOB_LABEL
@@ -29,6 +31,15 @@ from tools.k8s.cluster import cri_log_lines, free_port
 
 FOLLOW_NS, FOLLOW_JOB = "bench-follow", "bench-follow"
 IO = os.path.join(HERE, "follow_io.py")
+
+
+def cpu_seconds(proc) -> float:
+    """User + system CPU seconds a process has used so far (nan if it is gone)."""
+    try:
+        times = proc.cpu_times()
+        return times.user + times.system
+    except (psutil.Error, AttributeError):
+        return float("nan")
 
 
 def stop(proc: subprocess.Popen | None, timeout: float = 15) -> None:
@@ -157,12 +168,16 @@ def follow_section(bench, ours: list[str], workers: int, rate: int, seconds: int
             if dead or time.monotonic() > deadline:
                 raise RuntimeError(f"followers not ready (exited: {dead}) within 90s")
             time.sleep(0.2)
+        followers = {name: (psutil.Process(proc.pid).children() or [None])[0] for name, proc in readers.items()}
+        followers["SSE (notebook server)"] = psutil.Process(server.proc.pid)
+        cpu_before = {name: cpu_seconds(p) for name, p in followers.items()}
         log(f"follow: {len(commands)} followers ready; writing {rate} lines/s to each of {workers} logs "
             f"for {seconds}s")
         writer = subprocess.Popen([sys.executable, IO, "write", "--rate", str(rate), "--seconds", str(seconds),
                                    "--out", os.path.join(work, "writer.json"),
                                    *[paths[i] for i in range(workers)]], stdin=subprocess.DEVNULL)
         writer.wait(seconds * 3 + 60)
+        cpu = {name: cpu_seconds(p) - cpu_before[name] for name, p in followers.items()}
         deadline = time.monotonic() + 30  # every line should be there long before
         while any(p.poll() is None for p in readers.values()) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -216,18 +231,20 @@ def follow_section(bench, ours: list[str], workers: int, rate: int, seconds: int
         __doc__.split("\n\n", 1)[1].strip(), "",
         "**This is not the real node**: the goal names a real kubelet; here KWOK serves each pod's log from a "
         "file the benchmark appends to, so KWOK's file following is inside every figure (the same for all "
-        "three followers). The load is the one the goal names: "
+        "three followers). 'CPU while writing' is the CPU time the follower's process used while the lines "
+        "were written (the notebook server: the whole `jupyter server` process). The load is the one the goal "
+        "names: "
         f"{workers} workers × {rate} lines/s for {seconds} s, all three followers at once on this machine.", "",
         f"Writer: {wrote['lines_per_worker']:,} lines per worker in {wrote['seconds']:.1f} s "
         f"({wrote['rate_per_worker']:.0f} lines/s per worker achieved; worst lag behind schedule "
         f"{fmt_ms(wrote['worst_lag'])}).", "",
         "| follower | p50 | p90 | p99 | p99.9 | max | lines received | lost | duplicated | out of order | "
-        "correct |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+        "correct | CPU while writing |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|"]
     for name, r in results.items():
         details.append(f"| {name} | {fmt_ms(r['p50'])} | {fmt_ms(r['p90'])} | {fmt_ms(r['p99'])} | "
                        f"{fmt_ms(r['p999'])} | {fmt_ms(r['max'])} | {r['received']:,} of {r['expected']:,} | "
                        f"{r['lost']} | {r['duplicated']} | {r['out_of_order']} | "
-                       f"{'yes' if ok(r) else 'NO ' + r['error']} |")
+                       f"{'yes' if ok(r) else 'NO ' + r['error']} | {cpu[name]:.1f} s |")
     details += ["", "Commands:", "",
                 f"- ours: `paddlecloud --backend kubernetes --namespace {FOLLOW_NS} logs {FOLLOW_JOB} -f`",
                 f"- kubectl: `kubectl -n {FOLLOW_NS} logs -f -l {JOB_LABEL}={FOLLOW_JOB} --prefix "
