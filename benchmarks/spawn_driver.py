@@ -1,10 +1,11 @@
 """One hub process' worth of concurrent notebook spawns, for benchmarks/spawn.py.
 
-    spawn_driver.py --mode plain|ours --users N --prefix P --kubeconfig K
+    spawn_driver.py --mode plain|ours|ours-no-datasets --users N --prefix P --hub-namespace NS --state-dir DIR
 
 Loads hub_config/jupyterhub_config.py exactly as the hub does (traitlets), then starts N
 spawners at once in one event loop, as the hub would for N users clicking Start together:
-`ours` is the configured PaddleCloudSpawner, `plain` a KubeSpawner with the same
+`ours` is the configured PaddleCloudSpawner (`ours-no-datasets`: with no datasets in
+the site's settings, so no dataset claim), `plain` a KubeSpawner with the same
 configuration (user namespaces, profile, home volume, security context) and none of our
 additions. Each spawn runs KubeSpawner's own start() against the real API server and
 returns once its pod runs on a KWOK node. Printed as JSON: per spawn the seconds to
@@ -52,7 +53,7 @@ def describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
-def hub_config(prefix: str, hub_namespace: str, state_dir: str):
+def hub_config(prefix: str, hub_namespace: str, state_dir: str, datasets: bool = True):
     from traitlets.config.loader import PyFileConfigLoader
 
     os.environ.update({
@@ -62,7 +63,7 @@ def hub_config(prefix: str, hub_namespace: str, state_dir: str):
         "PADDLECLOUD_HUB_NAMESPACE": hub_namespace,
         "PADDLECLOUD_USER_NAMESPACE_TEMPLATE": prefix + "-{username}",
         "PADDLECLOUD_HOME_STORAGE_CLASS": "home",
-        "PADDLECLOUD_DATASETS": json.dumps([{
+        "PADDLECLOUD_DATASETS": json.dumps([] if not datasets else [{
             "name": "imagenet", "mount_path": "/datasets/imagenet", "sub_path": "imagenet",
             "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
             "claim": {"accessModes": ["ReadOnlyMany"], "storageClassName": "datasets",
@@ -74,12 +75,13 @@ def hub_config(prefix: str, hub_namespace: str, state_dir: str):
 
 
 async def drive(mode: str, users: list[str], prefix: str, hub_namespace: str, state_dir: str) -> dict:
-    config = hub_config(prefix, hub_namespace, state_dir)
+    config = hub_config(prefix, hub_namespace, state_dir, datasets=mode != "ours-no-datasets")
     from kubespawner import KubeSpawner
 
     from paddle_ext.hub.spawner import PaddleCloudSpawner
 
-    cls = PaddleCloudSpawner if mode == "ours" else KubeSpawner
+    ours = mode.startswith("ours")
+    cls = PaddleCloudSpawner if ours else KubeSpawner
     namespace_seconds: dict[str, float] = {}
     prepare_seconds: dict[str, float] = {}
     plain_ensure = KubeSpawner._ensure_namespace
@@ -92,7 +94,7 @@ async def drive(mode: str, users: list[str], prefix: str, hub_namespace: str, st
             namespace_seconds[self.user.name] = time.monotonic() - t0
 
     KubeSpawner._ensure_namespace = timed_namespace
-    if mode == "ours":
+    if ours:
         ours_prepare = PaddleCloudSpawner._prepare_namespace
 
         async def timed_prepare(self):
@@ -142,7 +144,7 @@ async def drive(mode: str, users: list[str], prefix: str, hub_namespace: str, st
         created = pod_created.get(result["user"])
         result["pod_created_seconds"] = None if created is None else created - result["t0"]
         result["namespace"] = spawners[result["user"]].namespace
-        if mode == "ours" and result["user"] in prepare_seconds:
+        if ours and result["user"] in prepare_seconds:
             result["hook_seconds"] = prepare_seconds[result["user"]] - namespace_seconds.get(result["user"], 0.0)
     await asyncio.gather(*(spawner.stop(now=True) for spawner in spawners.values()), return_exceptions=True)
     return {"mode": mode, "wall": wall, "spawns": results}
@@ -150,7 +152,7 @@ async def drive(mode: str, users: list[str], prefix: str, hub_namespace: str, st
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["plain", "ours"], required=True)
+    parser.add_argument("--mode", choices=["plain", "ours", "ours-no-datasets"], required=True)
     parser.add_argument("--users", type=int, required=True)
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--hub-namespace", required=True)
