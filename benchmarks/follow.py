@@ -178,6 +178,7 @@ def follow_section(bench, ours: list[str], workers: int, rate: int, seconds: int
                                    *[paths[i] for i in range(workers)]], stdin=subprocess.DEVNULL)
         writer.wait(seconds * 3 + 60)
         cpu = {name: cpu_seconds(p) - cpu_before[name] for name, p in followers.items()}
+        load = os.getloadavg()[0]  # the last minute: the writing (most of it, at full size)
         deadline = time.monotonic() + 30  # every line should be there long before
         while any(p.poll() is None for p in readers.values()) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -211,22 +212,28 @@ def follow_section(bench, ours: list[str], workers: int, rate: int, seconds: int
     correct = all(ok(r) for r in results.values())
     added = None if ours["p99"] is None or kube["p99"] is None else ours["p99"] - kube["p99"]
     where = f"KWOK file-backed logs, {workers} workers × {rate} lines/s for {seconds} s"
+    names = list(commands)
+    cpu_ours, cpu_kube, cpu_sse = (cpu[n] for n in names)
+    busy = (f"machine load {load:.1f} on {os.cpu_count()} CPUs while writing; CPU used: ours {cpu_ours:.1f} s, "
+            f"kubectl {cpu_kube:.1f} s, notebook server {cpu_sse:.1f} s")
+    met = bool(added is not None and added <= 0.010 and ok(ours) and ok(kube))
     rows = [
         Row(f"follow: line written → printed, p50 / p99 ({where})",
             f"{fmt_ms(ours['p50'])} / {fmt_ms(ours['p99'])}", f"{fmt_ms(kube['p50'])} / {fmt_ms(kube['p99'])}",
             f"p99 {'+' if (added or 0) >= 0 else '−'}{fmt_ms(abs(added)) if added is not None else '—'}; "
             f"lost {ours['lost']}, dup {ours['duplicated']}, out of order {ours['out_of_order']}",
-            "p99 ≤ kubectl's + 10 ms; 0 lost, 0 dup, order kept",
-            bool(added is not None and added <= 0.010 and ok(ours) and ok(kube)),
-            "(KWOK, not the real node)"),
+            "p99 ≤ kubectl's + 10 ms; 0 lost, 0 dup, order kept", met,
+            "(KWOK, not the real node)" + ("" if met else f"; limit: our CLI's CPU per line under load ({busy})")),
     ]
     q50, q99 = ratio(sse["p50"], ours["p50"]), ratio(sse["p99"], ours["p99"])
+    met = bool(q50 and q99 and q50 <= 1.2 and q99 <= 1.2 and ok(sse) and ok(ours))
     rows.append(Row(f"the same follow through the notebook server's SSE endpoint ({where})",
                     f"{fmt_ms(sse['p50'])} / {fmt_ms(sse['p99'])}",
                     f"{fmt_ms(ours['p50'])} / {fmt_ms(ours['p99'])} (the CLI, same run)",
-                    f"p50 {fmt_ratio(q50)}, p99 {fmt_ratio(q99)}", "≤ 1.2× (p50 and p99)",
-                    bool(q50 and q99 and q50 <= 1.2 and q99 <= 1.2 and ok(sse) and ok(ours)),
-                    "(KWOK, not the real node)"))
+                    f"p50 {fmt_ratio(q50)}, p99 {fmt_ratio(q99)}", "≤ 1.2× (p50 and p99)", met,
+                    "(KWOK, not the real node)" + ("" if met else (
+                        "; limit: the server does the CLI's work plus HTTP in one event loop (Python), which lags "
+                        f"behind when the CPUs are short ({busy})"))))
     details = [
         __doc__.split("\n\n", 1)[1].strip(), "",
         "**This is not the real node**: the goal names a real kubelet; here KWOK serves each pod's log from a "

@@ -31,7 +31,7 @@ FULL = {"lines": [10_000, 100_000], "read_runs": 5, "cli_runs": 15, "list_jobs":
         "submit_workers": 64, "submit_runs": 3, "spawns": 100, "spawn_runs": 1, "local_runs": 5,
         "follow_workers": 16, "follow_rate": 200, "follow_seconds": 60}
 QUICK = {"lines": [10_000, 50_000], "read_runs": 3, "cli_runs": 7, "list_jobs": 200, "list_runs": 3,
-         "submit_workers": 64, "submit_runs": 2, "spawns": 20, "spawn_runs": 1, "local_runs": 2,
+         "submit_workers": 64, "submit_runs": 1, "spawns": 20, "spawn_runs": 1, "local_runs": 2,
          "follow_workers": 16, "follow_rate": 200, "follow_seconds": 15}
 
 
