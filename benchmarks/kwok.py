@@ -108,7 +108,7 @@ def logs_section(bench: KwokBench, sizes: list[int], runs: int) -> Section:
     async def submit():
         backend = bench.backend(LOGS_NS)
         try:
-            work = tempfile.mkdtemp(prefix="bench-code-")
+            work = tempfile.mkdtemp(prefix="bench-code-", dir=bench.state)
             await backend.submit(JobSpec(name=LOG_JOB, command=["python", "train.py"], workers=2), workdir=work)
         finally:
             await backend.close()
@@ -539,7 +539,7 @@ class BoundWatch:
 def submit_section(bench: KwokBench, workers: int, runs: int) -> Section:
     t_start = time.monotonic()
     cluster = bench.cluster
-    work = tempfile.mkdtemp(prefix="bench-submit-")
+    work = tempfile.mkdtemp(prefix="bench-submit-", dir=bench.state)
     with open(os.path.join(work, "train.py"), "w") as f:
         f.write("import paddle\nprint('training')\n")
     backend = bench.backend(SUBMIT_NS, max_workers=workers)

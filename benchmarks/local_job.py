@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,9 +47,11 @@ def first_line(cmd: list[str], env: dict, cwd: str, timeout: float = 120) -> dic
         proc.wait()
     finally:
         killer.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        try:  # the whole process group: a launcher interrupted here takes its worker with it
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
     return {"printed": seen, "ran": ran, "wall": time.monotonic() - t0, "code": proc.returncode,
             "tail": "".join(output)[-400:]}
 
@@ -93,10 +96,12 @@ def local_section(ours: list[str], runs: int) -> Section:
         return result
 
     log(f"local: {runs} runs per tool, interleaved, after one warm-up each")
-    one("ours"), one("bare"), one("launcher")  # page cache and bytecode caches, as on a user's machine
-    got = interleave(runs, {"ours": lambda: one("ours"), "bare": lambda: one("bare"),
-                            "launcher": lambda: one("launcher")})
-    shutil.rmtree(base, ignore_errors=True)
+    try:
+        one("ours"), one("bare"), one("launcher")  # page cache and bytecode caches, as on a user's machine
+        got = interleave(runs, {"ours": lambda: one("ours"), "bare": lambda: one("bare"),
+                                "launcher": lambda: one("launcher")})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     stats = {}
     for tool, entries in got.items():
         fine = [e for e in entries if e["ok"]]
