@@ -27,7 +27,7 @@ if REPO not in sys.path:
 SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "local")
 KWOK_SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn")
 
-FULL = {"lines": [10_000, 100_000], "read_runs": 5, "cli_runs": 15, "list_jobs": 1000, "list_runs": 7,
+FULL = {"lines": [10_000, 100_000], "read_runs": 7, "cli_runs": 15, "list_jobs": 1000, "list_runs": 7,
         "submit_workers": 64, "submit_runs": 3, "spawns": 100, "spawn_runs": 1, "local_runs": 5,
         "follow_workers": 16, "follow_rate": 200, "follow_seconds": 60}
 QUICK = {"lines": [10_000, 50_000], "read_runs": 3, "cli_runs": 7, "list_jobs": 200, "list_runs": 3,
