@@ -78,6 +78,7 @@ class Run:
     code: int
     stdout: bytes
     stderr: str
+    cpu: float | None = None  # user + system seconds (`/usr/bin/time -v`)
 
 
 def run_timed(cmd: list[str], env: dict | None = None, cwd: str | None = None, stdout_path: str | None = None,
@@ -95,12 +96,14 @@ def run_timed(cmd: list[str], env: dict | None = None, cwd: str | None = None, s
         if stdout_path:
             out.close()
     stderr = proc.stderr.decode(errors="replace")
-    rss = None
+    rss = cpu = None
     if use_time:
         found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
         rss = int(found.group(1)) if found else None
+        times = re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", stderr)
+        cpu = sum(float(t) for t in times) if len(times) == 2 else None
         stderr = stderr.split("\tCommand being timed:")[0]
-    return Run(wall, rss, proc.returncode, proc.stdout or b"", stderr)
+    return Run(wall, rss, proc.returncode, proc.stdout or b"", stderr, cpu)
 
 
 def interleave(reps: int, runners: dict, pause: float = 0.0) -> dict[str, list]:

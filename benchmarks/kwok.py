@@ -172,6 +172,7 @@ def logs_section(bench: KwokBench, sizes: list[int], runs: int) -> Section:
             results[n][tool] = {
                 "wall": median([run.wall for run, _, _ in entries]), "walls": [run.wall for run, _, _ in entries],
                 "rss": max((run.rss_kib or 0) for run, _, _ in entries) or None,
+                "cpu": median([run.cpu for run, _, _ in entries if run.cpu is not None]),
                 "lines": entries[-1][2], "same": ok,
                 "errors": [run.stderr.strip()[-300:] for run, _, _ in entries if run.code != 0][:1]}
             log(f"  {tool}: median {results[n][tool]['wall']:.3f}s, peak RSS {fmt_mib(results[n][tool]['rss'])}, "
@@ -197,17 +198,17 @@ def logs_section(bench: KwokBench, sizes: list[int], runs: int) -> Section:
                         fmt_s(r["kubectl"]["wall"]), fmt_ratio(t), "≤ 1.5×", met, note))
 
     lines = [f"Each command is a fresh process (start-up included), {runs} runs per tool and size, interleaved "
-             "(the order alternates); wall time is the median, peak RSS the largest of the runs "
-             "(`/usr/bin/time -v`). Each pod's log is a CRI file of N lines of ~60 bytes that KWOK serves "
+             "(the order alternates); wall time is the median, peak RSS the largest of the runs, CPU the "
+             "command's own user + system time (`/usr/bin/time -v`; the API server's and KWOK's are not in it). Each pod's log is a CRI file of N lines of ~60 bytes that KWOK serves "
              "through the API server's `pods/log`. **Correct** means every run printed exactly the lines written, "
              "each worker's in order (prefixes stripped; kubectl interleaves the pods, ours prints one worker "
              "after the other, so the check is per worker).", "",
-             "| N lines per worker | tool | wall (median) | all runs | peak RSS | lines printed | correct |",
-             "|---:|---|---:|---|---:|---:|:---:|"]
+             "| N lines per worker | tool | wall (median) | all runs | CPU (median) | peak RSS | lines printed | "
+             "correct |", "|---:|---|---:|---|---:|---:|---:|:---:|"]
     for n, by_tool in results.items():
         for tool, r in by_tool.items():
             lines.append(f"| {n:,} | {tool} | {fmt_s(r['wall'])} | {', '.join(fmt_s(w) for w in r['walls'])} | "
-                         f"{fmt_mib(r['rss'])} | {r['lines']:,} | {'yes' if r['same'] else 'NO ' + str(r['errors'])} |")
+                         f"{fmt_s(r['cpu'])} | {fmt_mib(r['rss'])} | {r['lines']:,} | {'yes' if r['same'] else 'NO ' + str(r['errors'])} |")
     lines += ["", "Commands:", "",
               f"- ours: `{' '.join(['paddlecloud'] + ours_cmd[len(bench.ours):])}`",
               f"- kubectl: `{' '.join(['kubectl'] + kubectl_cmd[1:])}` (`--tail=-1`: with a selector kubectl "
