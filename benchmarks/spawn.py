@@ -9,8 +9,9 @@ KubeSpawner with the same configuration (user namespaces, profile, home volume, 
 context); `ours` is the configured PaddleCloudSpawner, which adds per spawn: the
 notebook's ServiceAccount, Role and RoleBinding, a LimitRange, the dataset claim, the
 ResourceQuota (from the quota ConfigMap), the quota check, and once per process the
-admission policy. Runs alternate plain/ours, each in fresh namespaces, with statically
-provisioned volumes pre-bound to the claims (no provisioner runs here).
+admission policy. The runs go plain, ours, ours-no-datasets (reversed on every other
+repetition), each in fresh namespaces, with statically provisioned volumes pre-bound to
+the claims (no provisioner runs here).
 
 Spawn → running is taken from a pod watch in this process (the first moment the pod is
 Running and ready), because start() itself notices that by polling with a growing
