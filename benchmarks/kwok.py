@@ -183,10 +183,15 @@ def logs_section(bench: KwokBench, sizes: list[int], runs: int) -> Section:
     if big in results:
         r = results[big]
         t, m = ratio(r["ours"]["wall"], r["kubectl"]["wall"]), ratio(r["ours"]["rss"], r["kubectl"]["rss"])
+        met = bool(t and m and t <= 1.2 and m <= 1.5 and r["ours"]["same"] and r["kubectl"]["same"])
+        note = "" if met else (
+            f"limit: not our process's CPU ({fmt_s(r['ours']['cpu'])} against kubectl's {fmt_s(r['kubectl']['cpu'])}): "
+            "the wall time is mostly the API server and KWOK serving the files and varies with the machine's load "
+            "(see all runs); ours prints one worker after the other, reading the next ahead into a bounded buffer, "
+            "kubectl reads both at once")
         rows.append(Row(f"whole merged log, 2 workers × {big:,} lines", f"{fmt_s(r['ours']['wall'])}, "
                         f"{fmt_mib(r['ours']['rss'])}", f"{fmt_s(r['kubectl']['wall'])}, {fmt_mib(r['kubectl']['rss'])}",
-                        f"time {fmt_ratio(t)}, RSS {fmt_ratio(m)}", "≤ 1.2× time, ≤ 1.5× RSS",
-                        bool(t and m and t <= 1.2 and m <= 1.5 and r["ours"]["same"] and r["kubectl"]["same"])))
+                        f"time {fmt_ratio(t)}, RSS {fmt_ratio(m)}", "≤ 1.2× time, ≤ 1.5× RSS", met, note))
     if small in results and small != big:
         r = results[small]
         t = ratio(r["ours"]["wall"], r["kubectl"]["wall"])
