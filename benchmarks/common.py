@@ -65,7 +65,7 @@ def fmt_mib(kib) -> str:
 
 
 def fmt_ratio(value) -> str:
-    return "—" if value is None else f"{value:.2f}×"
+    return "—" if value is None else f"{value:.3f}×"  # 3 decimals: 1.2027 must not read as 1.20
 
 
 # ---------------------------------------------------------------- running commands
