@@ -220,7 +220,7 @@ def follow_section(bench, ours: list[str], workers: int, rate: int, seconds: int
     rows = [
         Row(f"follow: line written → printed, p50 / p99 ({where})",
             f"{fmt_ms(ours['p50'])} / {fmt_ms(ours['p99'])}", f"{fmt_ms(kube['p50'])} / {fmt_ms(kube['p99'])}",
-            f"p99 {'+' if (added or 0) >= 0 else '−'}{fmt_ms(abs(added)) if added is not None else '—'}; "
+            f"p99 {'+' if (added or 0) >= 0 else '−'}{f'{abs(added) * 1000:.2f} ms' if added is not None else '—'}; "
             f"lost {ours['lost']}, dup {ours['duplicated']}, out of order {ours['out_of_order']}",
             "p99 ≤ kubectl's + 10 ms; 0 lost, 0 dup, order kept", met,
             "(KWOK, not the real node)" + ("" if met else f"; limit: our CLI's CPU per line under load ({busy})")),
