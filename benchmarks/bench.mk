@@ -1,5 +1,14 @@
-# Measured comparisons (benchmarks/README.md): `make bench` writes benchmarks/results.md.
-.PHONY: bench
+# Measured comparisons (benchmarks/README.md): `make bench` runs every benchmark and
+# writes benchmarks/results.md; `make bench-quick` runs smaller sizes (a first look, also
+# written to results.md). They need the Python venv and the control-plane binaries, not
+# the JupyterLab extension or the proxy. Every cluster and process they start is stopped,
+# also on Ctrl-C.
+.PHONY: bench bench-quick
 
-bench: setup k8s-bin
-	PATH=$(CURDIR)/$(VENV)/bin:$(K8S_BIN_DIR):$$PATH $(VPY) benchmarks/log_follow.py
+BENCH_RUN = PATH=$(abspath $(VENV))/bin:$(K8S_BIN_DIR):$$PATH $(abspath $(VPY)) benchmarks/run.py
+
+bench: $(VENV_STAMP) k8s-bin
+	$(BENCH_RUN)
+
+bench-quick: $(VENV_STAMP) k8s-bin
+	$(BENCH_RUN) --quick

@@ -7,6 +7,7 @@ Every handler needs an authenticated user allowed to use this server
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -28,6 +29,7 @@ from ..spec import JobSpec, text_problem
 
 AUTH_RESOURCE = "paddle"
 HEARTBEAT_SECONDS = 15.0
+STREAM_BUFFER = 256  # pieces of a followed log waiting to be sent, at most
 API_PREFIX = "/paddle/api"
 OPENAPI_DOCUMENT = Path(__file__).with_name("openapi.yaml")
 
@@ -153,27 +155,48 @@ class LogsHandler(PaddleHandler):
             self.finish(set_content_type="text/plain; charset=utf-8")
 
     async def _stream(self, name, chunks):
+        """Send the pieces as events. A reader task collects what arrives; each send takes
+        all that waits, so a busy job (many workers, many lines a second) costs one write
+        per batch, not per piece. At most STREAM_BUFFER pieces wait: then the reader waits."""
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        pending = None
+        waiting: list[bytes] = []
+        arrived, room = asyncio.Event(), asyncio.Event()
+        room.set()
+
+        async def read():
+            try:
+                async for chunk in chunks:
+                    waiting.append(sse_events(chunk))
+                    arrived.set()
+                    if len(waiting) >= STREAM_BUFFER:
+                        room.clear()
+                        await room.wait()
+            finally:
+                arrived.set()
+
+        reader = asyncio.ensure_future(read())
         try:
             await self.flush()
             while True:
-                pending = pending or asyncio.ensure_future(chunks.__anext__())
-                done, _ = await asyncio.wait({pending}, timeout=HEARTBEAT_SECONDS)
-                if not done:
-                    self.write(": keep-alive\n\n")
+                if not waiting and not reader.done():
+                    try:
+                        await asyncio.wait_for(arrived.wait(), HEARTBEAT_SECONDS)
+                    except TimeoutError:
+                        self.write(": keep-alive\n\n")
+                        await self.flush()
+                        continue
+                arrived.clear()
+                if waiting:
+                    batch = b"".join(waiting)
+                    waiting.clear()
+                    room.set()
+                    self.write(batch)
                     await self.flush()
-                    continue
-                try:
-                    chunk = pending.result()
-                except StopAsyncIteration:
+                elif reader.done():
+                    reader.result()  # the log's error, if it ended with one
                     break
-                finally:
-                    pending = None
-                self.write(sse_events(chunk))
-                await self.flush()
             job = await self.backend.get(name)
             end = {"phase": str(job.phase), "reason": str(job.reason), "message": job.message}
             self.write(f"event: end\ndata: {json.dumps(end)}\n\n")
@@ -181,8 +204,9 @@ class LogsHandler(PaddleHandler):
         except StreamClosedError:
             self.log.debug("Log follower of %s went away", name)
         finally:
-            if pending is not None:
-                pending.cancel()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
             await chunks.aclose()
 
 

@@ -1,7 +1,13 @@
 """The local backend's pure state logic: worker and job phases from files' contents."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+import paddle_ext
 from paddle_ext.options import JobOptions
 from paddle_ext.backends.local import LogReader, job_phase, worker_state
 from paddle_ext.errors import SpecError
@@ -120,3 +126,28 @@ def test_a_worker_that_could_not_exec_fails_the_job_with_the_os_error():
     assert workers[1].phase == "Cancelled"
     phase, reason, message = job_phase(workers, marks, None)
     assert (phase, reason) == ("Failed", "WorkerFailed") and "Argument list too long" in message
+
+
+def test_the_supervisor_starts_with_the_standard_library_only():
+    """Every local worker waits for its supervisor to start: asyncio, traitlets and the
+    backends' other modules (about 0.2 s) must stay out of it."""
+    package = Path(paddle_ext.__file__).resolve().parent
+    code = ("import sys; import paddle_ext.backends.local_supervisor; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('asyncio', 'traitlets', 'yaml') "
+            "or m.startswith('paddle_ext.backends.') and m.split('.')[2] not in ('local_supervisor', 'local_files')))")
+    # -S: no site-packages at all, only the standard library and the package itself
+    result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(package.parent), "PATH": os.environ.get("PATH", "")})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_backends_package_still_offers_its_names():
+    from paddle_ext import backends
+    from paddle_ext.backends.base import JobBackend, default_backend_name, make_backend
+
+    assert (backends.JobBackend, backends.make_backend, backends.default_backend_name) == (
+        JobBackend, make_backend, default_backend_name)
+    assert set(backends.__all__) <= set(dir(backends))
+    with pytest.raises(AttributeError):
+        backends.NoSuchThing  # noqa: B018
