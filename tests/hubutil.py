@@ -106,8 +106,10 @@ class LocalHub:
         """Every live process whose PADDLECLOUD_HOME is this hub's folder or under it."""
         return processes_under(self.home)
 
-    def stop(self, grace: float = 45) -> list[str]:
-        """Stop the hub the way Ctrl-C does, then kill whatever is left.
+    def stop(self, grace: float = 90) -> list[str]:
+        """Stop the hub the way Ctrl-C does, then kill whatever is left. (`grace`: a hub that
+        stops a server still starting waits for the spawn, then interrupts, terminates and
+        kills it: over 45 s on a loaded machine.)
 
         Returns a description of each process still alive after the grace period
         (hub, proxy, single-user servers, job workers); empty means a clean shutdown.
