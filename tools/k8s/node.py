@@ -225,15 +225,10 @@ def read_record():
     return read_json(RECORD)
 
 
-def acquire_machine_lock(owner_pid, timeout):
-    """Take the machine-wide real-node lock and hand it to a holder process.
-
-    The lock stays held as long as that holder (a `sleep infinity` that inherited the
-    locked file) lives; teardown kills it last. A waiting starter takes over a node whose
-    owner process (e.g. a killed pytest) is gone; it waits for one started by
-    `cluster.py up` (no owner) until `timeout`, then fails naming it. Returns the holder's
-    {"pid", "exe"} (exe: the argv[0] it runs, to recognise it later).
-    """
+def _wait_for_machine_lock(timeout):
+    """Wait until this process holds the machine-wide real-node lock; the locked file's fd.
+    A node whose owner process (e.g. a killed pytest) is gone is torn down and taken over;
+    one started by `cluster.py up` (no owner) is waited for until `timeout`, then NodeError."""
     os.makedirs(RUN_DIR, exist_ok=True)
     fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + timeout
@@ -242,7 +237,7 @@ def acquire_machine_lock(owner_pid, timeout):
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return fd
             except BlockingIOError:
                 pass
             record = read_record() or {}
@@ -261,6 +256,22 @@ def acquire_machine_lock(owner_pid, timeout):
                 log(f"waiting up to {timeout:.0f}s for the real node of {record.get('state_dir')} to stop")
                 announced = True
             time.sleep(1)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def acquire_machine_lock(owner_pid, timeout):
+    """Take the machine-wide real-node lock and hand it to a holder process.
+
+    The lock stays held as long as that holder (a `sleep infinity` that inherited the
+    locked file) lives; teardown kills it last. A waiting starter takes over a node whose
+    owner process (e.g. a killed pytest) is gone; it waits for one started by
+    `cluster.py up` (no owner) until `timeout`, then fails naming it. Returns the holder's
+    {"pid", "exe"} (exe: the argv[0] it runs, to recognise it later).
+    """
+    fd = _wait_for_machine_lock(timeout)
+    try:
         sleep = shutil.which("sleep") or "/bin/sleep"
         holder = subprocess.Popen([sleep, "infinity"], pass_fds=(fd,), stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -674,24 +685,8 @@ def _remove_host_leftovers(record):
 def teardown_when_free(timeout=600.0):
     """Remove what an earlier, dead real node left, once no live cluster holds the machine:
     wait for the lock (taking over a node whose owner died), tear down, release it."""
-    os.makedirs(RUN_DIR, exist_ok=True)
-    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + timeout
+    fd = _wait_for_machine_lock(timeout)
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                record = read_record() or {}
-                owner = record.get("owner_pid")
-                if owner and not pid_alive(owner):
-                    teardown(record)
-                    continue
-                if time.monotonic() > deadline:
-                    raise NodeError(f"the real node of {record.get('state_dir')} is still running; "
-                                    f"waited {timeout:.0f}s for {LOCK_FILE}")
-                time.sleep(1)
         return teardown()
     finally:
         os.close(fd)  # releases the lock
