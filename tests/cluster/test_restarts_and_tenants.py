@@ -29,16 +29,22 @@ def split_merged(lines: list[str], workers: int) -> dict[int, list[str]]:
     return {i: [line.split("] ", 1)[1] for line in lines if line.startswith(f"[worker-{i}] ")] for i in range(workers)}
 
 
-def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_follows_it_whole(hub, core_v1):
-    token = hub.admin_token
-    hub.ensure_running("bob", token)
-    headers = {"Authorization": f"token {token}"}
+def submit_ticker(hub, name: str, args: list[str], **fields) -> tuple[dict, str]:
+    """bob's notebook running, and job `name` of ticker.py submitted through it: the admin's
+    headers and bob's server URL."""
+    hub.ensure_running("bob", hub.admin_token)
+    headers = {"Authorization": f"token {hub.admin_token}"}
     base = f"{hub.url}/user/bob"
     write_test_script(hub, "bob", "ticker.py")
     created = requests.post(f"{base}/paddle/api/jobs", headers=headers, timeout=120, json={
-        "name": "survivor", "command": ["python", "ticker.py", "--until", "survivor.gate", "--interval", "0.25"],
-        "workers": 2, **SMALL})
+        "name": name, "command": ["python", "ticker.py", *args], **SMALL, **fields})
     assert created.status_code == 201, created.text
+    return headers, base
+
+
+def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_follows_it_whole(hub, core_v1):
+    token = hub.admin_token
+    headers, base = submit_ticker(hub, "survivor", ["--until", "survivor.gate", "--interval", "0.25"], workers=2)
     wait_for(lambda: requests.get(f"{base}/paddle/api/jobs/survivor", headers=headers, timeout=60)
              .json()["phase"] != "Pending", timeout=300, what="the job started",
              message=lambda: job_story(hub, "bob", "survivor"))
@@ -65,14 +71,7 @@ def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_f
 
 
 def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_comes_back(hub, core_v1):
-    token = hub.admin_token
-    hub.ensure_running("bob", token)
-    headers = {"Authorization": f"token {token}"}
-    base = f"{hub.url}/user/bob"
-    write_test_script(hub, "bob", "ticker.py")
-    created = requests.post(f"{base}/paddle/api/jobs", headers=headers, timeout=120, json={
-        "name": "outlives-hub", "command": ["python", "ticker.py", "--count", "100000"], **SMALL})
-    assert created.status_code == 201, created.text
+    headers, base = submit_ticker(hub, "outlives-hub", ["--count", "100000"])
     wait_for(lambda: requests.get(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60)
              .json()["phase"] == "Running", timeout=300, what="the job running")
     pod = notebook_pod(core_v1, "bob")
