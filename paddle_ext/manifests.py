@@ -97,6 +97,17 @@ def label_selector(name: str | None = None) -> str:
     return f"{JOB_LABEL}={name}" if name else f"{MANAGED_BY_LABEL}={MANAGED_BY[MANAGED_BY_LABEL]}"
 
 
+MAX_NAMES_IN_SELECTOR = 50  # a longer set of names is asked for as all of ours (URLs stay short)
+
+
+def jobs_selector(names: list[str]) -> str:
+    """The label selector for the objects of these jobs, one or more (of all of ours, when
+    they are many)."""
+    if len(names) > MAX_NAMES_IN_SELECTOR:
+        return label_selector()
+    return label_selector(names[0]) if len(names) == 1 else f"{JOB_LABEL} in ({','.join(sorted(names))})"
+
+
 def resources(spec: JobSpec, settings: ManifestSettings) -> dict:
     amounts = {"cpu": spec.cpu, "memory": spec.memory}
     if spec.gpus_per_worker:

@@ -25,6 +25,12 @@ def _conditions(obj: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
+def succeeded(job: dict) -> bool:
+    """Kubernetes reports the job (Job or PaddleJob) succeeded: every worker did."""
+    conditions = _conditions(job)
+    return "Complete" in conditions or "Succeeded" in conditions
+
+
 def worker_index(pod: dict) -> int | None:
     labels = pod["metadata"].get("labels") or {}
     for key in (COMPLETION_INDEX_LABEL, KUBEFLOW_INDEX_LABEL):
@@ -64,7 +70,9 @@ def _terminated(pod: dict) -> dict | None:
     return None
 
 
-def worker_state(index: int, pod: dict | None, cancelled: bool) -> WorkerState:
+def worker_state(index: int, pod: dict | None, cancelled: bool, job_succeeded: bool = False) -> WorkerState:
+    if pod is None and job_succeeded:  # its pod was not read, or was removed after the job ended
+        return WorkerState(index, Phase.SUCCEEDED, 0)
     if pod is None:
         return WorkerState(index, Phase.CANCELLED if cancelled else Phase.PENDING, None, "no pod")
     phase = (pod.get("status") or {}).get("phase", "Pending")
@@ -207,8 +215,9 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     count = spec.get("workers") or (job.get("spec") or {}).get("completions") or len(pods_by_worker(pods)) or 1
     workers = pods_by_worker(pods)
     cancelled = CANCELLED_ANNOTATION in annotations
-    states = tuple(worker_state(i, workers.get(i), cancelled) for i in range(count))
     conditions = _conditions(job)
+    job_succeeded = succeeded(job)
+    states = tuple(worker_state(i, workers.get(i), cancelled, job_succeeded) for i in range(count))
     finished = None
     refused = creation_refused(events) if not pods else None
     if cancelled:
@@ -217,7 +226,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     elif FAILED_ANNOTATION in annotations:  # stopped by us: its workers could never be created
         phase, reason, message = Phase.FAILED, Reason.WORKER_FAILED, annotations[FAILED_ANNOTATION]
         finished = (job.get("status") or {}).get("completionTime")
-    elif "Complete" in conditions or "Succeeded" in conditions:
+    elif job_succeeded:
         phase, reason = Phase.SUCCEEDED, Reason.COMPLETED
         message = f"All {count} workers finished successfully."
         finished = (job.get("status") or {}).get("completionTime") or \

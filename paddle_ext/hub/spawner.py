@@ -136,45 +136,69 @@ class PaddleCloudSpawner(KubeSpawner):
             self._setup_done = True
 
     async def _prepare_namespace(self):
-        await super()._ensure_namespace()
-        await self._ensure_service_policy()
-        settings = self.paddlecloud_settings
-        ns = self.namespace
-        self._step(f"Namespace {ns} ready")
+        await asyncio.gather(super()._ensure_namespace(), self._ensure_service_policy())
+        self._step(f"Namespace {self.namespace} ready")
+        # What follows needs the namespace and nothing of each other: made at once, each step
+        # reported as it finishes, so a spawn waits for the slowest call and not for their sum.
+        steps = [self._make_rbac(), self._make_network_policies(), self._make_queue(), self._make_limit_range(),
+                 self._make_dataset_claims()]
+        if self.sync_quota:
+            steps.append(self._sync_quota())
+        await asyncio.gather(*steps)
+        await self._check_quota_fits()
+
+    async def _make_rbac(self) -> None:
+        settings, ns = self.paddlecloud_settings, self.namespace
         rbac = RbacAuthorizationV1Api(self.api.api_client)
-        await self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns,
-                                             tenancy.service_account(ns))
-        if not settings.notebook_cluster_role:  # else the site's ClusterRole is bound, no Role made here
-            await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
-        await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(
-            ns, cluster_role=settings.notebook_cluster_role))
+
+        async def role_then_binding():
+            # The Role first: binding a Role that does not exist yet is refused to a hub
+            # that may only bind what it holds itself.
+            if not settings.notebook_cluster_role:  # else the site's ClusterRole is bound, no Role made here
+                await self._create_ignoring_conflict(rbac.create_namespaced_role, ns, tenancy.role(ns))
+            await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(
+                ns, cluster_role=settings.notebook_cluster_role))
+
+        await asyncio.gather(
+            self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns, tenancy.service_account(ns)),
+            role_then_binding())
         self._step("Service account and role for training jobs ready")
-        if settings.user_network_policy:
-            networking = NetworkingV1Api(self.api.api_client)
-            policy = settings.user_network_policy
-            for body in tenancy.user_network_policies(
-                    ns, settings.hub_namespace, policy["hub_pod_labels"], policy.get("proxy_pod_labels"),
-                    policy.get("api_server", ()), policy.get("hub_api_port", 8081), policy.get("egress", ())):
-                await self._create_or_replace(networking.create_namespaced_network_policy,
-                                              networking.replace_namespaced_network_policy, ns, body)
-            self._step("Network policies ready")
-        if settings.queue_name and settings.cluster_queue:
-            custom = CustomObjectsApi(self.api.api_client)
-            await self._create_ignoring_conflict(
-                lambda namespace, body: custom.create_namespaced_custom_object(
-                    "kueue.x-k8s.io", "v1beta1", namespace, "localqueues", body),
-                ns, tenancy.local_queue(ns, settings.queue_name, settings.cluster_queue))
-            self._step(f"Job queue {settings.queue_name} ready")
-        await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, ns, tenancy.limit_range(
-            ns, settings.limit_range_cpu, settings.limit_range_memory))
-        claims = dataset_claims(settings, ns)
-        for claim in claims:
-            await self._create_ignoring_conflict(self.api.create_namespaced_persistent_volume_claim, ns, claim)
+
+    async def _make_network_policies(self) -> None:
+        policy, ns = self.paddlecloud_settings.user_network_policy, self.namespace
+        if not policy:
+            return
+        networking = NetworkingV1Api(self.api.api_client)
+        bodies = tenancy.user_network_policies(
+            ns, self.paddlecloud_settings.hub_namespace, policy["hub_pod_labels"], policy.get("proxy_pod_labels"),
+            policy.get("api_server", ()), policy.get("hub_api_port", 8081), policy.get("egress", ()))
+        await asyncio.gather(*(self._create_or_replace(networking.create_namespaced_network_policy,
+                                                       networking.replace_namespaced_network_policy, ns, body)
+                               for body in bodies))
+        self._step("Network policies ready")
+
+    async def _make_queue(self) -> None:
+        settings = self.paddlecloud_settings
+        if not (settings.queue_name and settings.cluster_queue):
+            return
+        custom = CustomObjectsApi(self.api.api_client)
+        await self._create_ignoring_conflict(
+            lambda namespace, body: custom.create_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta1", namespace, "localqueues", body),
+            self.namespace, tenancy.local_queue(self.namespace, settings.queue_name, settings.cluster_queue))
+        self._step(f"Job queue {settings.queue_name} ready")
+
+    async def _make_limit_range(self) -> None:
+        settings = self.paddlecloud_settings
+        await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, self.namespace, tenancy.limit_range(
+            self.namespace, settings.limit_range_cpu, settings.limit_range_memory))
+
+    async def _make_dataset_claims(self) -> None:
+        claims = dataset_claims(self.paddlecloud_settings, self.namespace)
+        await asyncio.gather(*(self._create_ignoring_conflict(
+            self.api.create_namespaced_persistent_volume_claim, self.namespace, claim) for claim in claims))
         if claims:
             self._step("Dataset volumes ready: " + ", ".join(claim["metadata"]["name"] for claim in claims))
-        if self.sync_quota:
-            await self._sync_quota()
-        await self._check_quota_fits()
 
     async def _sync_quota(self) -> None:
         settings = self.paddlecloud_settings

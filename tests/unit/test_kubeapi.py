@@ -11,7 +11,7 @@ import stat
 import pytest
 import yaml
 
-from paddle_ext.kubeapi import (KubeConfigError, api_path, kubeconfig_credentials, run_exec_plugin,
+from paddle_ext.kubeapi import (KubeConfigError, api_path, without_managed_fields, kubeconfig_credentials, run_exec_plugin,
                                 split_lines)
 
 
@@ -90,3 +90,42 @@ async def test_split_lines_joins_lines_across_chunks():
             yield part
 
     assert [line async for line in split_lines(chunks())] == [b"one", b"two", b"three"]
+
+
+def _go_ordered(items: list[dict]) -> bytes:
+    """A list as the API server writes a built-in kind: fields in struct order, no spaces."""
+    return json.dumps({"kind": "JobList", "apiVersion": "batch/v1", "metadata": {"resourceVersion": "9"},
+                       "items": items}, separators=(",", ":")).encode()
+
+
+def _job(name: str, annotation: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "annotations": {"note": annotation},
+                     "managedFields": [{"manager": 'odd ]},"spec": [', "operation": "Update",
+                                        "fieldsType": "FieldsV1",
+                                        "fieldsV1": {"f:spec": {"f:template": {"f:metadata": {}}},
+                                                     "f:metadata": {"f:finalizers": {'v:"x"': {}}}}}]},
+        "spec": {"template": {"metadata": {"finalizers": ["f"]}, "spec": {"containers": []}}},
+        "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+    }
+
+
+def test_without_managed_fields_cuts_exactly_each_items_managed_fields():
+    tricky = ',"managedFields":[ and ]},"spec": and "metadata":{ in a string'
+    items = [_job("a", tricky), _job("b", "plain"), {**_job("c", "x"), "metadata": {"name": "c"}}]
+    trimmed = json.loads(without_managed_fields(_go_ordered(items)))
+    expected = json.loads(_go_ordered(items))
+    for item in expected["items"]:
+        item["metadata"].pop("managedFields", None)
+    assert trimmed == expected
+    assert trimmed["items"][0]["metadata"]["annotations"]["note"] == tricky
+
+
+def test_without_managed_fields_leaves_a_body_it_cannot_cut_safely_whole():
+    # A custom resource's keys come sorted: metadata's managedFields is not last.
+    sorted_keys = json.dumps({"items": [_job("a", "x"), _job("b", "y")]}, sort_keys=True,
+                             separators=(",", ":")).encode()
+    assert without_managed_fields(sorted_keys) is sorted_keys
+    plain = _go_ordered([{"metadata": {"name": "a"}, "spec": {}}])
+    assert without_managed_fields(plain) is plain
+    assert without_managed_fields(b"") == b""

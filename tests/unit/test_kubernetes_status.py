@@ -46,6 +46,17 @@ def test_running_and_succeeded():
     assert result.spec["command"] == ["python", "t.py"]
 
 
+def test_a_succeeded_job_without_its_pods_reads_as_with_them_but_for_the_node():
+    """`list` does not read a succeeded job's pods (and they may be gone): every worker succeeded."""
+    with_pods = job_from_objects(condition(make_job(), "Complete"),
+                                 [pod(i, "Succeeded", {"terminated": {"exitCode": 0}}) for i in (0, 1)], [])
+    without = job_from_objects(condition(make_job(), "Complete"), [], [])
+    assert without.to_dict() == with_pods.to_dict()
+    assert [(w.phase, w.exit_code) for w in without.worker_states] == [("Succeeded", 0), ("Succeeded", 0)]
+    running = job_from_objects(make_job(), [], [])
+    assert [w.phase for w in running.worker_states] == ["Pending", "Pending"]
+
+
 def test_worker_exit_code_is_the_reason():
     job = condition(make_job(), "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
     pods = [pod(0, "Running", {"running": {}}), pod(1, "Failed", {"terminated": {"exitCode": 3, "reason": "Error"}})]

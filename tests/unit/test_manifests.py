@@ -8,7 +8,7 @@ import pytest
 from catalogue import DATASETS
 from paddle_ext import manifests
 from paddle_ext.constants import SPEC_ANNOTATION
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, job_objects, jobs_selector, label_selector
 from paddle_ext.spec import JobSpec
 
 K8S_VERSION = "1.35.0"
@@ -187,3 +187,10 @@ def test_paddlejob_variant():
     assert "--master" not in container["command"] and "--rank" not in container["command"]
     assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
     assert "subdomain" not in worker["template"]["spec"]
+
+
+def test_jobs_selector_names_a_few_jobs_and_falls_back_to_all_of_ours():
+    assert jobs_selector(["b", "a"]) == "paddlecloud.io/job in (a,b)"
+    assert jobs_selector(["a"]) == label_selector("a")
+    many = [f"j{i}" for i in range(MAX_NAMES_IN_SELECTOR + 1)]
+    assert jobs_selector(many) == label_selector()
