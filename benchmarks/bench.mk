@@ -7,8 +7,8 @@
 
 BENCH_RUN = PATH=$(abspath $(VENV))/bin:$(K8S_BIN_DIR):$$PATH $(abspath $(VPY)) benchmarks/run.py
 
-bench: $(VENV_STAMP) k8s-bin
+bench: $(VENV_STAMP) k8s-bin $(NODE_DEPS)
 	$(BENCH_RUN)
 
-bench-quick: $(VENV_STAMP) k8s-bin
+bench-quick: $(VENV_STAMP) k8s-bin $(NODE_DEPS)
 	$(BENCH_RUN) --quick

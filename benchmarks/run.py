@@ -24,7 +24,7 @@ from common import REPO, LoadSampler, Row, Section, cpu_model, loadavg, log, too
 if REPO not in sys.path:
     sys.path.insert(1, REPO)
 
-SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "local")
+SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "follow-node", "local")
 KWOK_SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn")
 
 FULL = {"lines": [10_000, 100_000], "read_runs": 7, "cli_runs": 15, "list_jobs": 1000, "list_runs": 7,
@@ -115,6 +115,11 @@ def main(argv=None) -> int:
                     from spawn import spawn_section
 
                     run_section("spawn", lambda: spawn_section(bench, size["spawns"], size["spawn_runs"]))
+        if "follow-node" in wanted:
+            from follow import follow_node_section
+
+            run_section("follow-node", lambda: follow_node_section(bin_dir, kubectl, [ours], size["follow_workers"],
+                                                                   size["follow_rate"], size["follow_seconds"]))
         if "local" in wanted:
             from local_job import local_section
 

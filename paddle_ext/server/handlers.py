@@ -182,7 +182,8 @@ class LogsHandler(PaddleHandler):
             while True:
                 if not waiting and not reader.done():
                     try:
-                        await asyncio.wait_for(arrived.wait(), HEARTBEAT_SECONDS)
+                        async with asyncio.timeout(HEARTBEAT_SECONDS):  # no task per wait, as wait_for makes
+                            await arrived.wait()
                     except TimeoutError:
                         self.write(": keep-alive\n\n")
                         await self.flush()
