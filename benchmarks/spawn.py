@@ -211,7 +211,8 @@ def spawn_section(bench, spawns: int, runs: int) -> Section:
     limit = (f"limit: pod created → bound p50 {fmt_s(bound['ours'])} vs {fmt_s(bound['plain'])} (the scheduler "
              "waits for the claims, which kube-controller-manager's volume controller binds at most 20 API "
              "requests/s; ours has 2 claims per notebook, home and datasets, plain 1); spawn → pod created p50 "
-             f"{fmt_s(created['ours'])} vs {fmt_s(created['plain'])} (our hooks: one API call after another); "
+             f"{fmt_s(created['ours'])} vs {fmt_s(created['plain'])} (our hooks, and 100 spawners' work in one "
+             "event loop on 2 CPUs); "
              f"ours without datasets: {fmt_ratio(ratio(nodata95, plain95))}")
     row = Row(f"{spawns} concurrent notebook spawns: spawn → pod running, p95 (KWOK)",
               f"{fmt_s(ours95)} (our hooks alone: p50 {fmt_s(hook50)}, p95 {fmt_s(hook95)})",
@@ -245,13 +246,15 @@ def spawn_section(bench, spawns: int, runs: int) -> Section:
     lines += ["", "`ours-no-datasets` is not the goal's comparison: it is PaddleCloudSpawner with no datasets in "
               "the site's settings (so no dataset claim and no dataset volume), to show how much of the difference "
               "the second claim makes.",
-              "", "Where the time goes: before its pod is created, a spawn of ours runs our hooks, each API call "
-              "waiting for the one before (the ServiceAccount, Role, RoleBinding, LimitRange, dataset claim, the "
-              "quota read and written, the quota check). After it is created, a pod waits until its claims are "
+              "", "Where the time goes: before its pod is created, a spawn of ours runs our hooks: once the "
+              "namespace exists, the ServiceAccount, the Role then its RoleBinding, the LimitRange, the dataset "
+              "claim and the ResourceQuota (from the quota ConfigMap) are made at once, then the quota check "
+              "reads the namespace's quotas. After it is created, a pod waits until its claims are "
               "bound: the scheduler retries it with a growing back-off while kube-controller-manager's volume "
               "controller binds them, a few API writes per claim through a client limited to 20 requests/s "
               "(the default). Ours asks for two claims per notebook (home and the datasets), plain KubeSpawner "
-              "for one; waiting for them is most of the difference (compare `ours-no-datasets`). Every spawn here "
+              "for one; waiting for them is most of the difference (compare `ours-no-datasets`; a site whose "
+              "datasets are inline volumes, e.g. `nfs` in the catalogue with no `claim`, has no second claim). Every spawn here "
               "is a user's first, in a fresh namespace: a later start finds the namespace prepared and its claims "
               "bound (not measured here). 'Namespace creation' is "
               "KubeSpawner's own step, in both modes; 'claims bound' is when the last of the spawn's claims was "
