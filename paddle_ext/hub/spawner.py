@@ -18,7 +18,7 @@ the pod's own events.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Awaitable, Callable
 
 from kubernetes_asyncio.client import (AdmissionregistrationV1Api, CustomObjectsApi, NetworkingV1Api,
                                       RbacAuthorizationV1Api)
@@ -44,6 +44,15 @@ def hub_kube_api() -> KubeApi:
     if _KUBE_API is None:
         _KUBE_API = KubeApi.connect()
     return _KUBE_API
+
+
+async def run_all(*steps: Awaitable) -> None:
+    """Run the steps at once; raise the first one's error once every step has ended (none
+    is left running behind it)."""
+    failed = [result for result in await asyncio.gather(*steps, return_exceptions=True)
+              if isinstance(result, BaseException)]
+    if failed:
+        raise failed[0]
 
 
 class PaddleCloudSpawner(KubeSpawner):
@@ -136,7 +145,7 @@ class PaddleCloudSpawner(KubeSpawner):
             self._setup_done = True
 
     async def _prepare_namespace(self):
-        await asyncio.gather(super()._ensure_namespace(), self._ensure_service_policy())
+        await run_all(super()._ensure_namespace(), self._ensure_service_policy())
         self._step(f"Namespace {self.namespace} ready")
         # What follows needs the namespace and nothing of each other: made at once, each step
         # reported as it finishes, so a spawn waits for the slowest call and not for their sum.
@@ -144,7 +153,7 @@ class PaddleCloudSpawner(KubeSpawner):
                  self._make_dataset_claims()]
         if self.sync_quota:
             steps.append(self._sync_quota())
-        await asyncio.gather(*steps)
+        await run_all(*steps)
         await self._check_quota_fits()
 
     async def _make_rbac(self) -> None:
@@ -159,7 +168,7 @@ class PaddleCloudSpawner(KubeSpawner):
             await self._create_ignoring_conflict(rbac.create_namespaced_role_binding, ns, tenancy.role_binding(
                 ns, cluster_role=settings.notebook_cluster_role))
 
-        await asyncio.gather(
+        await run_all(
             self._create_ignoring_conflict(self.api.create_namespaced_service_account, ns, tenancy.service_account(ns)),
             role_then_binding())
         self._step("Service account and role for training jobs ready")
@@ -172,9 +181,9 @@ class PaddleCloudSpawner(KubeSpawner):
         bodies = tenancy.user_network_policies(
             ns, self.paddlecloud_settings.hub_namespace, policy["hub_pod_labels"], policy.get("proxy_pod_labels"),
             policy.get("api_server", ()), policy.get("hub_api_port", 8081), policy.get("egress", ()))
-        await asyncio.gather(*(self._create_or_replace(networking.create_namespaced_network_policy,
-                                                       networking.replace_namespaced_network_policy, ns, body)
-                               for body in bodies))
+        await run_all(*(self._create_or_replace(networking.create_namespaced_network_policy,
+                                                networking.replace_namespaced_network_policy, ns, body)
+                        for body in bodies))
         self._step("Network policies ready")
 
     async def _make_queue(self) -> None:
@@ -195,7 +204,7 @@ class PaddleCloudSpawner(KubeSpawner):
 
     async def _make_dataset_claims(self) -> None:
         claims = dataset_claims(self.paddlecloud_settings, self.namespace)
-        await asyncio.gather(*(self._create_ignoring_conflict(
+        await run_all(*(self._create_ignoring_conflict(
             self.api.create_namespaced_persistent_volume_claim, self.namespace, claim) for claim in claims))
         if claims:
             self._step("Dataset volumes ready: " + ", ".join(claim["metadata"]["name"] for claim in claims))

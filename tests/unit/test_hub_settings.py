@@ -122,3 +122,26 @@ def test_who_may_log_in_from_a_values_file(tmp_path):
     settings = HubSettings.load(str(values), environ={})
     assert settings.allowed_users == ("alice", "bob") and settings.allowed_groups == ("ml",)
     assert not settings.allow_all
+
+
+async def test_spawn_steps_run_at_once_and_the_first_error_waits_for_the_others():
+    import asyncio
+
+    from paddle_ext.hub.spawner import run_all
+
+    ended = []
+
+    async def step(name, seconds, error=None):
+        await asyncio.sleep(seconds)
+        ended.append(name)
+        if error:
+            raise error
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await run_all(step("a", 0.2), step("b", 0.2), step("c", 0.2))
+    assert loop.time() - start < 0.5 and sorted(ended) == ["a", "b", "c"]
+    ended.clear()
+    with pytest.raises(ValueError, match="first"):
+        await run_all(step("fails", 0.01, ValueError("first")), step("slow", 0.2), step("also", 0.05, KeyError("x")))
+    assert ended == ["fails", "also", "slow"]  # the slow step finished before the error was raised
