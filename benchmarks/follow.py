@@ -414,7 +414,7 @@ def _report(measured, workers: int, rate: int, seconds: int, real_node: bool, se
         "file the benchmark appends to, so KWOK's file following is inside every figure (the same for all three "
         "followers).")
     details = [
-        __doc__.split("\n\n", 1)[1].split("\n\n", 1)[0].strip(), "", setting,
+        __doc__.split("\n\n", 1)[1].split("\n\n", 1)[0].strip(), "", setting, "",
         "'CPU while writing' is the CPU time the follower's process used while the lines were written (the "
         "notebook server: the whole `jupyter server` process). The load is the one the goal names: "
         f"{workers} workers × {rate} lines/s for {seconds} s, all three followers at once on this machine.", "",
