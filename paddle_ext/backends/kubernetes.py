@@ -38,7 +38,8 @@ from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .identity import current_user
 from .kubernetes_progress import related_events
-from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker, succeeded
+from .kubernetes_status import (has_failed, has_finished, has_succeeded, job_from_objects, max_free_gpus,
+                                pods_by_worker)
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
@@ -334,8 +335,8 @@ class KubernetesBackend(JobBackend):
         annotations = _annotations(job)
         if CANCELLED_ANNOTATION in annotations or FAILED_ANNOTATION in annotations:
             return []
-        if _finished(job):
-            if not _failed(job):
+        if has_finished(job):
+            if not has_failed(job):
                 return []
             found = await asyncio.gather(self._events(fieldSelector=f"involvedObject.name={name}"),
                                          self._events(fieldSelector="reason=Killing"))
@@ -381,13 +382,13 @@ class KubernetesBackend(JobBackend):
         # A job Kubernetes reports succeeded says all a listing shows of its workers (each
         # exited 0): only the other jobs' pods are read, which saves most of the bytes (and
         # the JSON decoding) of a namespace with a long history.
-        open_jobs = [job["metadata"]["name"] for job in items if not succeeded(job)]
+        open_jobs = [job["metadata"]["name"] for job in items if not has_succeeded(job)]
         pods = await self._pods(jobs_selector(open_jobs)) if open_jobs else []
         by_job: dict[str, list[dict]] = {}
         for pod in pods:
             by_job.setdefault((pod["metadata"].get("labels") or {}).get(JOB_LABEL, ""), []).append(pod)
         refusals: dict[str, list[dict]] = {}
-        if any(not by_job.get(job["metadata"]["name"]) and not _finished(job) for job in items):
+        if any(not by_job.get(job["metadata"]["name"]) and not has_finished(job) for job in items):
             for event in await self._failed_creations():  # one request, only when a job has no pods
                 refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
         result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
@@ -405,7 +406,7 @@ class KubernetesBackend(JobBackend):
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
         result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
-        if result.phase == Phase.FAILED and not _finished(job) and FAILED_ANNOTATION not in _annotations(job):
+        if result.phase == Phase.FAILED and not has_finished(job) and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))
             self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
         return result
@@ -583,17 +584,6 @@ class KubernetesBackend(JobBackend):
 
 def _annotations(obj: dict) -> dict:
     return (obj.get("metadata") or {}).get("annotations") or {}
-
-
-def _finished(job: dict) -> bool:
-    """The Job (or PaddleJob) itself has ended, as Kubernetes sees it."""
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return any(c.get("type") in ("Complete", "Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
-
-
-def _failed(job: dict) -> bool:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
 
 
 def _worker_count(job: dict) -> int:

@@ -25,10 +25,22 @@ def _conditions(obj: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
-def succeeded(job: dict) -> bool:
+SUCCEEDED_CONDITIONS = frozenset({"Complete", "Succeeded"})  # a Job's, a PaddleJob's
+
+
+def has_succeeded(job: dict) -> bool:
     """Kubernetes reports the job (Job or PaddleJob) succeeded: every worker did."""
-    conditions = _conditions(job)
-    return "Complete" in conditions or "Succeeded" in conditions
+    return bool(_conditions(job).keys() & SUCCEEDED_CONDITIONS)
+
+
+def has_failed(job: dict) -> bool:
+    """Kubernetes reports the job failed."""
+    return "Failed" in _conditions(job)
+
+
+def has_finished(job: dict) -> bool:
+    """The job itself has ended, as Kubernetes sees it (succeeded or failed)."""
+    return bool(_conditions(job).keys() & (SUCCEEDED_CONDITIONS | {"Failed"}))
 
 
 def worker_index(pod: dict) -> int | None:
@@ -216,7 +228,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     workers = pods_by_worker(pods)
     cancelled = CANCELLED_ANNOTATION in annotations
     conditions = _conditions(job)
-    job_succeeded = succeeded(job)
+    job_succeeded = bool(conditions.keys() & SUCCEEDED_CONDITIONS)
     states = tuple(worker_state(i, workers.get(i), cancelled, job_succeeded) for i in range(count))
     finished = None
     refused = creation_refused(events) if not pods else None
