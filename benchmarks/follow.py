@@ -279,8 +279,7 @@ def node_unavailable(bin_dir: str) -> str | None:
     reason = node.unavailable_reason(bin_dir)
     if reason:
         return reason
-    built, planned = images.built_images(), images.planned_keys(os.path.join(bin_dir, "pause"))
-    stale = [ref for ref in IMAGE_REFS.values() if built.get(ref) != planned[ref]]
+    stale = images.stale_images(IMAGE_REFS.values(), os.path.join(bin_dir, "pause"))
     return f"images not built from this tree: {', '.join(stale)} (run `make images`)" if stale else None
 
 

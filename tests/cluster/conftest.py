@@ -58,9 +58,8 @@ def cluster(k8s_bin_dir, tmp_path_factory):
     if reason:
         print(f"\nreal node: {reason}; the cluster has KWOK nodes only")
     else:
-        built, planned = images.built_images(), images.planned_keys(os.path.join(k8s_bin_dir, "pause"))
-        stale = [ref for ref in IMAGE_REFS.values() if built.get(ref) != planned[ref]]
-        if stale:  # missing, or built from other sources (another checkout, older code)
+        stale = images.stale_images(IMAGE_REFS.values(), os.path.join(k8s_bin_dir, "pause"))
+        if stale:
             pytest.fail(f"real node: images not built from this tree: {stale}; run `make images`", pytrace=False)
     c = Cluster(str(tmp_path_factory.mktemp("cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
                 real_node=reason is None,

@@ -55,7 +55,7 @@ def real_cluster(k8s_tools, tmp_path_factory):
     # the layer cache), and check below that the node imported exactly those.
     wanted = {ref: key for ref, key in images.planned_keys(os.path.join(bin_dir(), "pause")).items()
               if ref in IMAGE_REFS.values()}
-    if any(images.built_images().get(ref) != key for ref, key in wanted.items()):
+    if images.stale_images(wanted, os.path.join(bin_dir(), "pause")):
         build = subprocess.run(["python3", os.path.join(images.HERE, "images.py"), "build", "--bin-dir", bin_dir()],
                                capture_output=True, text=True)
         if build.returncode != 0:

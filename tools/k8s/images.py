@@ -330,6 +330,13 @@ def built_images():
         return {}
 
 
+def stale_images(refs, pause_binary):
+    """Those of `refs` not built from this tree: missing, or built from other sources
+    (another checkout, older code); `make images` rebuilds them."""
+    built, planned = built_images(), planned_keys(pause_binary)
+    return [ref for ref in refs if built.get(ref) != planned[ref]]
+
+
 def export_command(ref):
     """argv that writes a built image as an (uncompressed) docker archive to stdout, for
     `ctr images import -`; piping it takes about half the time of a compressed OCI archive."""
