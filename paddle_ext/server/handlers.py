@@ -67,7 +67,7 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
 
     def int_argument(self, name: str) -> int | None:
         value = self.get_argument(name, None)
-        if value is None or value == "":
+        if value is None:
             return None
         try:
             number = int(value)

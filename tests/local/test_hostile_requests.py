@@ -85,6 +85,7 @@ def test_names_in_urls_that_name_no_job_are_404(server):
 @pytest.mark.parametrize("params", [
     {"worker": "-1"}, {"worker": "x"}, {"worker": "9" * 30}, {"worker": "1e3"}, {"worker": "５"}, {"worker": "0x1"},
     {"tail": "-5"}, {"tail": "9" * 5000}, {"tail": "1.5"}, {"worker": "7"}, {"follow": "\x00"},
+    {"worker": ""}, {"tail": ""},  # the schema says integer: an empty value is not "absent"
 ])
 def test_worker_and_tail_parameters_are_400_never_5xx(server, params):
     name = "param-check"
