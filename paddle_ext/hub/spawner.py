@@ -104,6 +104,12 @@ class PaddleCloudSpawner(KubeSpawner):
         async for event in super().progress():
             yield event
 
+    async def _make_create_pod_request(self, pod, request_timeout):
+        # Our steps (the home volume last) are all recorded once the pod is asked for:
+        # progress() may now hand over to the pod's events without missing one.
+        self._setup_done = True
+        return await super()._make_create_pod_request(pod, request_timeout)
+
     async def _make_create_pvc_request(self, pvc, request_timeout):
         created = await super()._make_create_pvc_request(pvc, request_timeout)
         if created:
@@ -139,12 +145,6 @@ class PaddleCloudSpawner(KubeSpawner):
         PaddleCloudSpawner._policy_ensured = True
 
     async def _ensure_namespace(self):
-        try:
-            await self._prepare_namespace()
-        finally:
-            self._setup_done = True
-
-    async def _prepare_namespace(self):
         await run_all(super()._ensure_namespace(), self._ensure_service_policy())
         self._step(f"Namespace {self.namespace} ready")
         # What follows needs the namespace and nothing of each other: made at once, each step

@@ -1,4 +1,5 @@
-"""Pure parts of the Kubernetes hub config: settings, profiles, dataset mounts, quota fit."""
+"""Pure parts of the Kubernetes hub config: settings, profiles, dataset mounts, quota fit; and the
+spawner's own steps (run at once, all shown on the spawn page)."""
 
 import json
 
@@ -145,3 +146,44 @@ async def test_spawn_steps_run_at_once_and_the_first_error_waits_for_the_others(
     with pytest.raises(ValueError, match="first"):
         await run_all(step("fails", 0.01, ValueError("first")), step("slow", 0.2), step("also", 0.05, KeyError("x")))
     assert ended == ["fails", "also", "slow"]  # the slow step finished before the error was raised
+
+
+async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_namespace(monkeypatch):
+    """KubeSpawner makes the home volume after our namespace steps and before the pod: the
+    spawn page's progress must not hand over to the pod's events before that step."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import kubespawner.spawner
+    from kubespawner import KubeSpawner
+
+    from paddle_ext.hub.spawner import PaddleCloudSpawner
+
+    async def done(*_args, **_kwargs):
+        return True
+
+    monkeypatch.setattr(kubespawner.spawner, "load_config", lambda **_kwargs: None)  # no cluster here
+    monkeypatch.setattr(kubespawner.spawner, "shared_client", lambda _name: None)
+    monkeypatch.setattr(KubeSpawner, "_ensure_namespace", done)
+    monkeypatch.setattr(KubeSpawner, "_make_create_pvc_request", done)
+    monkeypatch.setattr(KubeSpawner, "_make_create_pod_request", done)
+    spawner = PaddleCloudSpawner(_mock=True, enable_user_namespaces=True, events_enabled=False,
+                                 service_exposure_policy=False, sync_quota=False,
+                                 paddlecloud_settings=HubSettings())
+    for step in ("_make_rbac", "_make_network_policies", "_make_queue", "_make_limit_range",
+                 "_make_dataset_claims", "_check_quota_fits"):
+        monkeypatch.setattr(spawner, step, done)
+    spawner._setup_events, spawner._setup_done = [], False
+    spawner._start_future = asyncio.get_running_loop().create_future()
+
+    async def messages():
+        return [event["message"] async for event in spawner.progress()]
+
+    shown = asyncio.create_task(messages())
+    await spawner._ensure_namespace()
+    await asyncio.sleep(0.5)  # progress() polls every 0.2 s: it looks in between
+    await spawner._make_create_pvc_request(SimpleNamespace(metadata=SimpleNamespace(name="home-dave")), 1)
+    await spawner._make_create_pod_request(None, 1)
+    await asyncio.sleep(0.5)
+    spawner._start_future.set_result(None)
+    assert await asyncio.wait_for(shown, 5) == [f"Namespace {spawner.namespace} ready", "Home volume home-dave ready"]
