@@ -36,7 +36,7 @@ from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
 from .base import JobBackend, code_not_stored
 from .identity import current_groups, current_user
-from .local_supervisor import stop_group
+from .local_supervisor import STOP_GRACE_SECONDS, stop_group
 
 
 def free_port() -> int:
@@ -106,7 +106,7 @@ class LocalBackend(JobBackend):
     working_dir = Unicode("", help="Folder jobs run in when the submit names none (relative paths in commands "
                               "resolve there). Default: the current folder at submit time.").tag(config=True)
     python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
-    stop_grace_seconds = Float(5.0, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
+    stop_grace_seconds = Float(STOP_GRACE_SECONDS, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
     poll_interval = Float(0.05, help="Seconds between checks for new log lines when following.").tag(config=True)
     done_check_seconds = Float(0.2, help="When a followed log is quiet, seconds between checks whether the job "
                                "has ended.").tag(config=True)

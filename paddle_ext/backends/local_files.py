@@ -138,9 +138,9 @@ def process_alive(pid: int) -> bool:
     return state is not None and state not in ("Z", "X")
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live processes whose process group is `pgid`."""
-    members = []
+def _live_processes() -> list[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every process that is not a zombie."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -149,9 +149,26 @@ def group_members(pgid: int) -> list[int]:
                 fields = f.read().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(entry))
-    return members
+        if fields[0] not in ("Z", "X"):
+            found.append((int(entry), int(fields[1]), int(fields[2])))
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes whose process group is `pgid`."""
+    return [pid for pid, _parent, group in _live_processes() if group == pgid]
+
+
+def descendants(pid: int) -> list[int]:
+    """Live processes below `pid`: its children, their children, and so on."""
+    children: dict[int, list[int]] = {}
+    for child, parent, _group in _live_processes():
+        children.setdefault(parent, []).append(child)
+    found, queue = [], list(children.get(pid, []))
+    while queue:
+        found.append(queue.pop())
+        queue.extend(children.get(found[-1], []))
+    return found
 
 
 def group_alive(pgid: int) -> bool:

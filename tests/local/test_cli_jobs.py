@@ -90,6 +90,30 @@ def test_max_runtime_ends_the_job_deadline_exceeded(cli, tmp_path):
     assert "reached the job's time limit; stopping it" in cli("logs", name).stdout
 
 
+def test_a_job_that_ignores_the_deadline_leaves_nothing_running(cli, tmp_path):
+    """At the deadline the launcher is asked to stop, then killed; the trainers it started
+    in sessions of their own, and a helper each of them detached, must not outlive the job
+    (the fixture fails the test if any process of the job is left)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = cli("submit", "--workers", "2", "--max-runtime", "12", "--follow",
+                 "--", "python", "stubborn.py", "--marks", str(marks))
+    name = result.stdout.splitlines()[0]
+    assert result.returncode == 1 and "ran longer than its limit of 12 seconds" in result.stderr, result.stderr[-2000:]
+    # (the trainers came up before the deadline: else nothing would have been left to stop)
+    assert sorted(p.name for p in marks.iterdir()) == ["up-0", "up-1"], result.stdout[-2000:]
+    assert json.loads(cli("status", name, "--json").stdout)["reason"] == "DeadlineExceeded"
+
+
+def test_a_cancelled_job_that_ignores_the_stop_leaves_nothing_running(cli, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    name = cli("submit", "--workers", "2", "--", "python", "stubborn.py", "--marks", str(marks)).stdout.strip()
+    wait_for(lambda: len(list(marks.iterdir())) == 2, timeout=120, what="both trainers to be up")
+    cancel = cli("cancel", name)
+    assert (cancel.returncode, cancel.stdout) == (0, f"{name} Cancelled\n"), cancel.stderr
+
+
 def test_failing_job_exits_1(cli):
     result = cli("submit", "--workers", "2", "--follow", "--", "python", "fail_rank.py", "--code", "3")
     assert result.returncode == 1
