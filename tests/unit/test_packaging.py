@@ -46,14 +46,55 @@ def test_the_wheel_carries_configs_examples_and_the_quota_page(wheel):
     assert any(n.endswith("etc/jupyter/jupyter_server_config.d/paddle_ext.json") for n in names)
 
 
-def test_the_wheel_declares_the_clients_the_code_imports(wheel):
+# Declared without being imported: the JupyterLab the lab extension runs in.
+RUNTIME_ONLY = {"jupyterlab"}
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def imported_distributions(folder: Path, skip: tuple[str, ...] = ()) -> set[str]:
+    """The distributions whose modules the package's code under `folder`, but not in its
+    subfolders `skip`, imports (the examples are the users' code, run under Paddle)."""
+    import ast
+    import importlib.metadata
+
+    owners = importlib.metadata.packages_distributions()
+    found = set()
+    for path in folder.rglob("*.py"):
+        if set(path.relative_to(folder).parts) & {"examples", *skip}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "paddle_ext":
+                    found.update(_normal(d) for d in owners[top])
+    return found
+
+
+def test_the_wheel_declares_what_the_code_imports_and_nothing_it_does_not(wheel):
     with zipfile.ZipFile(wheel) as archive:
         meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         metadata = email.message_from_bytes(archive.read(meta))
-    requires = [r.split(";")[0].split(">")[0].split("<")[0].strip() for r in metadata.get_all("Requires-Dist")]
-    base = [r for r, full in zip(requires, metadata.get_all("Requires-Dist")) if "extra ==" not in full]
-    assert "aiohttp" in base and "pyyaml" in base  # the Kubernetes backend's only needs
-    assert "kubernetes" not in base  # the sync client is for tests only
+    requires = {}
+    for full in metadata.get_all("Requires-Dist"):
+        name = _normal(full.split(";")[0].split(">")[0].split("<")[0].split("[")[0].strip())
+        requires.setdefault(full.split("extra == ")[1].strip("'\"") if "extra ==" in full else "base", set()).add(name)
+    base_code = imported_distributions(REPO / "paddle_ext", skip=("hub",))
+    hub_code = imported_distributions(REPO / "paddle_ext" / "hub")
+    assert base_code <= requires["base"], f"imported but not declared: {base_code - requires['base']}"
+    assert hub_code <= requires["base"] | requires["hub"], (
+        f"imported by the hub code but not declared: {hub_code - requires['base'] - requires['hub']}")
+    unused = requires["base"] - base_code - hub_code - RUNTIME_ONLY
+    assert not unused, f"declared but never imported: {unused}"
+    assert "pyyaml" in requires["base"] and "kubernetes" not in requires["base"]  # the sync client is for tests only
 
 
 def test_an_installed_wheel_finds_its_own_demo_config(wheel, tmp_path):
