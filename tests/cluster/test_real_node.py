@@ -210,7 +210,12 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
                                                                  bin_dir=k8s_bin_dir)],
                              stdout=subprocess.PIPE, text=True)
     try:
-        assert owner.stdout.readline().strip() == "ready"
+        said = []  # "ready" after what the start printed (images it imported, ...)
+        for line in owner.stdout:
+            said.append(line.strip())
+            if said[-1] == "ready":
+                break
+        assert said[-1:] == ["ready"], said
         orphaned = [info["pid"] for info in node.read_record()["pids"].values()]
     finally:
         owner.kill()

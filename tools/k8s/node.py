@@ -62,6 +62,11 @@ RUNC_ROOT = os.path.join(RUN_DIR, "runc")
 CONTAINERD_ROOT = os.path.join(CACHE_ROOT, "containerd")  # persistent: imported images survive
 CRI_NAMESPACE = "k8s.io"
 IMAGE_KEY_LABEL = "io.paddlecloud.key"
+# While a new build of an image is unpacked, its old build is kept under this ref: the new
+# layers' parent snapshots may be shared with the old build only, and containerd's garbage
+# collector deleted them mid-unpack once the ref moved ("parent snapshot ... does not exist").
+PREVIOUS_BUILD_SUFFIX = "-paddlecloud-previous"
+IMPORT_ATTEMPTS = 2
 POD_LOGS_DIRNAME = "paddlecloud-pod-logs"  # swept in /var/log/containers links by this name
 SHIM_SOCKET_DIR = "/run/containerd/s"  # containerd 1.6 puts shim sockets here whatever its state dir
 
@@ -907,8 +912,21 @@ class RealNode:
             if have.get(ref) == key:
                 continue
             t0 = time.monotonic()
-            self._import(ref)
+            previous = ref + PREVIOUS_BUILD_SUFFIX
+            if ref in have:
+                self.ctr("images", "rm", previous, check=False)
+                self.ctr("images", "tag", ref, previous)
+            for attempt in range(1, IMPORT_ATTEMPTS + 1):
+                try:
+                    self._import(ref)
+                    break
+                except NodeError as exc:
+                    if attempt == IMPORT_ATTEMPTS or "snapshot" not in str(exc):
+                        raise
+                    log(f"importing {ref} again: {exc}")
             self.ctr("images", "label", ref, f"{IMAGE_KEY_LABEL}={key}")
+            if ref in have:
+                self.ctr("images", "rm", previous, check=False)
             log(f"imported {ref} in {time.monotonic() - t0:.0f}s")
         return wanted
 
