@@ -75,7 +75,7 @@ def local_section(ours: list[str], runs: int) -> Section:
         elif tool == "bare":
             cmd = [sys.executable, "-m", "paddle.distributed.launch", "hello.py"]
         else:  # the launcher exactly as our local backend runs it, without anything of ours around it
-            from paddle_ext.backends.local import free_port
+            from paddle_ext.ports import free_port
             from paddle_ext.launch import launch_argv
             from paddle_ext.spec import JobSpec
 

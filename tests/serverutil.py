@@ -22,7 +22,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -33,13 +32,9 @@ from typing import Callable, TypeVar
 import psutil
 import requests
 
+from paddle_ext.ports import free_port  # noqa: F401 (the tests' one way to get a port)
+
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "the condition",

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,14 +34,9 @@ from ..timestamps import now, now_iso
 from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
 from .base import JobBackend, code_not_stored
+from ..ports import free_port
 from .identity import current_groups, current_user
 from .local_supervisor import STOP_GRACE_SECONDS, stop_group
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def worker_state(index: int, exit_info: dict | None, alive: bool, started: bool, job_marks: dict) -> WorkerState:

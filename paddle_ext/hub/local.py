@@ -23,7 +23,7 @@ from jupyterhub.auth import Authenticator
 from jupyterhub.spawner import SimpleLocalProcessSpawner
 from traitlets import List, Unicode
 
-from ..backends.local import free_port
+from ..ports import free_port
 from ..constants import BACKEND_ENV, HOME_ENV, QUOTA_FILE_ENV, paddlecloud_home
 
 ADMIN_USER = "admin"
@@ -160,4 +160,6 @@ class PaddleLocalSpawner(SimpleLocalProcessSpawner):
 
     async def start(self):
         self.prepare_home()
+        if self.port == 0:  # JupyterHub's own choice would come from the outgoing range
+            self.port = free_port()
         return await super().start()

@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -42,9 +41,12 @@ from cryptography.x509.oid import NameOID
 
 try:
     from . import images, node
-except ImportError:  # run as a script from tools/k8s
+except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
     import node
+
+from paddle_ext.ports import free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -81,13 +83,6 @@ def missing_binaries(bin_dir):
 
 
 # ---------------------------------------------------------------- ports
-
-
-def free_port():
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pick_ports(names):

@@ -31,6 +31,8 @@ import subprocess
 import tempfile
 import time
 
+from paddle_ext.ports import free_port
+
 try:
     from . import images
 except ImportError:  # run as a script from tools/k8s
@@ -213,13 +215,6 @@ def read_json(path):
             return json.load(fh)
     except (FileNotFoundError, ValueError):
         return None
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------- the machine lock

@@ -1,0 +1,54 @@
+"""Free TCP ports for the servers we start on 127.0.0.1 (the embedded hub's services, local
+jobs' rendezvous, the test clusters' components).
+
+Binding port 0 gives a port from the kernel's range for outgoing connections
+(/proc/sys/net/ipv4/ip_local_port_range). Any connection opened afterwards may take that
+same number as its source port, and a server started on it later then finds it in use
+(CI saw the quota service fail so for minutes, behind a keep-alive connection). So the
+port is chosen below that range, where only listeners go, and checked free by binding it.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LOWEST_LISTEN_PORT = 10000  # below: well-known and registered services (8000, 8888, ...)
+TRIES = 200
+
+
+def listen_range(ephemeral: tuple[int, int]) -> tuple[int, int] | None:
+    """The ports to choose from, given the kernel's outgoing range (pure); None when there
+    is no room outside it."""
+    low, high = ephemeral
+    if low - 1 - LOWEST_LISTEN_PORT >= 1000:
+        return LOWEST_LISTEN_PORT, low - 1
+    if 65535 - high >= 1000:
+        return high + 1, 65535
+    return None
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open(EPHEMERAL_RANGE_FILE, encoding="ascii") as f:
+            low, high = f.read().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that is free now and that no outgoing connection will take."""
+    choices = listen_range(_ephemeral_range())
+    for _ in range(TRIES if choices else 0):
+        port = random.randint(*choices)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room: the kernel's choice
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -1,0 +1,23 @@
+"""Ports for our servers come from outside the kernel's range for outgoing connections, so
+no connection opened in the meantime can hold the port a server starts on later."""
+
+import socket
+
+from paddle_ext.ports import _ephemeral_range, free_port, listen_range
+
+
+def test_the_listen_range_is_below_the_outgoing_range_else_above_else_none():
+    assert listen_range((32768, 60999)) == (10000, 32767)  # Linux's default
+    assert listen_range((10500, 60999)) == (61000, 65535)
+    assert listen_range((1024, 65535)) is None
+
+
+def test_a_free_port_is_outside_the_outgoing_range_and_can_be_listened_on():
+    low, high = _ephemeral_range()
+    ports = {free_port() for _ in range(20)}
+    assert len(ports) > 1  # chosen at random, not one fixed port
+    for port in ports:
+        assert not low <= port <= high
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", port))
+            server.listen()
