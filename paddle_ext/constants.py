@@ -52,6 +52,9 @@ BACKEND_CONFIG_ENV = "PADDLECLOUD_BACKEND_CONFIG"
 HOME_ENV = "PADDLECLOUD_HOME"
 QUOTA_FILE_ENV = "PADDLECLOUD_QUOTA_FILE"
 QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local or kubernetes
+# The site default quota (JSON, quota API fields) the hub hands the quota service: the same
+# variable HubSettings reads for its default_quota field.
+SITE_DEFAULT_QUOTA_ENV = "PADDLECLOUD_DEFAULT_QUOTA"
 NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's users' namespaces
 USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 IMAGES_ENV = "PADDLECLOUD_IMAGES"

@@ -16,7 +16,7 @@ from typing import Iterable
 from ..constants import QUOTA_NAME, USER_NAMESPACE_TEMPLATE, GPU_RESOURCE, SERVICE_ACCOUNT_DIR
 from ..errors import BackendUnavailable
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable, api_path
-from ..quota.model import Entry, Limits, QuotaConfig, resolve
+from ..quota.model import QuotaConfig, resolve
 from ..quota.store import KubernetesQuotaStore
 from ..tenancy import user_resource_quota
 from .settings import namespace_for
@@ -70,25 +70,18 @@ async def write_resource_quota(api: KubeApi, namespace: str, quota: dict | None,
 
 
 class QuotaSync:
-    """Writes users' ResourceQuotas from the settings in the ConfigMap store.
-
-    `initial_default` is the default while nobody has saved any quota yet (no ConfigMap);
-    once an admin saves one, the ConfigMap rules."""
+    """Writes users' ResourceQuotas from the settings in the ConfigMap store (whose
+    site default is the chart's settings.default_quota: see `site_default_quota`)."""
 
     def __init__(self, api: KubeApi, store: KubernetesQuotaStore,
-                 namespace_template: str = USER_NAMESPACE_TEMPLATE, gpu_resource: str = GPU_RESOURCE,
-                 initial_default: Limits | None = None):
+                 namespace_template: str = USER_NAMESPACE_TEMPLATE, gpu_resource: str = GPU_RESOURCE):
         self.api = api
         self.store = store
         self.namespace_template = namespace_template
         self.gpu_resource = gpu_resource
-        self.initial_default = initial_default
 
     async def config(self) -> QuotaConfig:
-        config = await self.store.load()
-        if self.initial_default is not None and config.version == 0:
-            return QuotaConfig(default=Entry(self.initial_default))
-        return config
+        return await self.store.load()
 
     async def sync_user(self, username: str, groups: Iterable[str], namespace: str | None = None,
                         config: QuotaConfig | None = None, missing_ok: bool = False) -> dict | None:

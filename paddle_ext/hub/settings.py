@@ -19,7 +19,7 @@ from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, GPU_RESO
                          USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
-from ..quota.model import JobUsage
+from ..quota.model import JobUsage, Limits, QuotaInputError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -56,8 +56,9 @@ class HubSettings:
     # the user's home too, run in the folder they were submitted from and keep their
     # outputs beside it. Off: the home is ReadWriteOnce and each job gets a snapshot.
     jobs_share_home: bool = False
-    # The quota model's default until an admin saves quotas in the panel (fields as in
-    # the quota API: gpus, cpu, memory, pods, running_jobs).
+    # The site's default quota (fields as in the quota API: gpus, cpu, memory, pods,
+    # running_jobs): what applies to every field that no user, group or saved default sets.
+    # Never stored with the panel's settings, so saving any quota keeps it.
     default_quota: dict = dataclasses.field(default_factory=lambda: {
         "gpus": 4, "cpu": "32", "memory": "256Gi", "pods": 40, "running_jobs": 4})
     quota_service_port: int = 10101
@@ -131,9 +132,17 @@ class HubSettings:
                 raise ValueError(f"profile {profile.get('slug', '?')}: "
                                  + "; ".join(filter(None, [missing and f"missing {', '.join(sorted(missing))}",
                                                            extra and f"unknown {', '.join(sorted(extra))}"])))
+        try:
+            self.site_default_quota()
+        except QuotaInputError as exc:
+            raise ValueError(f"default_quota: {exc.message}") from exc
         if self.user_network_policy and not self.user_network_policy.get("hub_pod_labels"):
             raise ValueError("user_network_policy needs hub_pod_labels (and proxy_pod_labels): "
                              "the pods that may reach notebooks")
+
+    def site_default_quota(self) -> Limits:
+        """default_quota as the quota model's limits (validated like a quota PUT)."""
+        return Limits.from_dict(self.default_quota)
 
 
 HOME_MOUNT = "/home/jovyan"

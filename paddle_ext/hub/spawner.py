@@ -30,7 +30,7 @@ from traitlets import Bool, Instance, default
 from .. import tenancy
 from ..errors import QuotaExceeded
 from ..kubeapi import KubeApi
-from ..quota.model import Limits, check_fits, parse_patch, resource_quota_terms
+from ..quota.model import check_fits, resource_quota_terms
 from ..quota.store import KubernetesQuotaStore
 from .quota_sync import QuotaSync
 from .settings import HubSettings, dataset_claims, notebook_request
@@ -212,9 +212,8 @@ class PaddleCloudSpawner(KubeSpawner):
     async def _sync_quota(self) -> None:
         settings = self.paddlecloud_settings
         api = hub_kube_api()
-        initial = Limits.from_dict(parse_patch(settings.default_quota)) if settings.default_quota else None
-        sync = QuotaSync(api, KubernetesQuotaStore(api, settings.hub_namespace), settings.user_namespace_template,
-                         settings.gpu_resource, initial_default=initial)
+        store = KubernetesQuotaStore(api, settings.hub_namespace, site_default=settings.site_default_quota())
+        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource)
         written = await sync.sync_user(self.user.name, [group.name for group in self.user.groups],
                                        namespace=self.namespace)
         hard = (written or {}).get("spec", {}).get("hard") or {}

@@ -14,7 +14,9 @@ Resolution rule, the same for every field on its own:
 
     1. the user's own override, if it sets the field;
     2. else the most generous value among the user's groups that set it;
-    3. else the global default (which may be unset: unlimited).
+    3. else the global default an admin saved;
+    4. else the site default: the deployment's own (the chart's `settings.default_quota`),
+       never stored with the rest, so saving any entry keeps it (it may be unset: unlimited).
 
 So a user override can lower a limit below the group's; a group can only raise a
 user above the default, never lower them (groups grant, users decide).
@@ -106,6 +108,8 @@ class QuotaConfig:
     groups: Mapping[str, Entry] = dataclasses.field(default_factory=dict)
     users: Mapping[str, Entry] = dataclasses.field(default_factory=dict)
     version: int = 0
+    # The deployment's default (rule 4): set by the store that loads the config, not stored.
+    site_default: Limits = Limits()
 
     def __post_init__(self):
         object.__setattr__(self, "groups", MappingProxyType(dict(self.groups)))
@@ -252,7 +256,7 @@ def format_amount(field: str, amount: Decimal) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Effective:
-    """A user's effective limits, and where each came from ("user", "group:<name>", "default")."""
+    """A user's effective limits, and where each came from ("user", "group:<name>", "default", "site")."""
 
     limits: Limits
     sources: Mapping[str, str]
@@ -280,6 +284,10 @@ def resolve(config: QuotaConfig, username: str, groups: Iterable[str]) -> Effect
         default = getattr(config.default.limits, field)
         if default is not None:
             values[field], sources[field] = default, "default"
+            continue
+        site = getattr(config.site_default, field)
+        if site is not None:
+            values[field], sources[field] = site, "site"
     return Effective(Limits(**values), sources)
 
 

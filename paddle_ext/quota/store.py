@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -29,7 +30,7 @@ from typing import Any, Mapping
 from ..constants import MANAGED_BY, QUOTA_CONFIGMAP, QUOTA_FILE_ENV, paddlecloud_home
 from ..errors import BackendUnavailable
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable, api_path
-from .model import QuotaConfig, QuotaInputError, apply_update
+from .model import Limits, QuotaConfig, QuotaInputError, apply_update
 
 CONFIGMAP_KEY = "quotas.json"
 
@@ -73,10 +74,14 @@ def file_lock(path: str):
 
 
 class LocalQuotaStore:
-    """Quota settings in a JSON file; safe for several processes at once."""
+    """Quota settings in a JSON file; safe for several processes at once.
 
-    def __init__(self, path: str | None = None):
+    `site_default` is the deployment's own default (model rule 4): every config this store
+    returns carries it, and it is never written to the file."""
+
+    def __init__(self, path: str | None = None, site_default: Limits = Limits()):
         self.path = os.path.abspath(path or default_quota_file())
+        self.site_default = site_default
 
     def read(self) -> QuotaConfig:
         """The current settings (empty ones when the file does not exist yet)."""
@@ -84,10 +89,10 @@ class LocalQuotaStore:
             with open(self.path, encoding="utf-8") as f:
                 text = f.read()
         except FileNotFoundError:
-            return QuotaConfig()
+            return QuotaConfig(site_default=self.site_default)
         except OSError as exc:
             raise BackendUnavailable(f"Cannot read the quota file {self.path}: {exc.strerror}.") from exc
-        return _parse_document(text, self.path)
+        return dataclasses.replace(_parse_document(text, self.path), site_default=self.site_default)
 
     def _write(self, config: QuotaConfig) -> None:
         directory = os.path.dirname(self.path)
@@ -118,13 +123,17 @@ class LocalQuotaStore:
 
 
 class KubernetesQuotaStore:
-    """Quota settings in a ConfigMap, updated with optimistic concurrency."""
+    """Quota settings in a ConfigMap, updated with optimistic concurrency.
 
-    def __init__(self, api: KubeApi, namespace: str, name: str = QUOTA_CONFIGMAP, retries: int = 8):
+    `site_default`: as for LocalQuotaStore (the chart's settings.default_quota)."""
+
+    def __init__(self, api: KubeApi, namespace: str, name: str = QUOTA_CONFIGMAP, retries: int = 8,
+                 site_default: Limits = Limits()):
         self.api = api
         self.namespace = namespace
         self.name = name
         self.retries = retries
+        self.site_default = site_default
 
     @property
     def where(self) -> str:
@@ -135,12 +144,12 @@ class KubernetesQuotaStore:
             configmap = await self.api.get(api_path("v1", "configmaps", self.namespace, self.name))
         except KubeApiError as exc:
             if exc.status == 404:
-                return QuotaConfig(), None
+                return QuotaConfig(site_default=self.site_default), None
             raise BackendUnavailable(exc.describe(f"read {self.where}")) from exc
         except KubeUnreachable as exc:
             raise BackendUnavailable(str(exc)) from exc
         text = (configmap.get("data") or {}).get(CONFIGMAP_KEY) or "{}"
-        return _parse_document(text, self.where), configmap
+        return dataclasses.replace(_parse_document(text, self.where), site_default=self.site_default), configmap
 
     async def load(self) -> QuotaConfig:
         return (await self._read())[0]

@@ -198,3 +198,33 @@ def test_the_service_exposure_policy_is_valid_kubernetes():
         kubernetes_validate.validate(obj, "1.35.0", strict=True)
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]["key"] == "paddlecloud.io/user"
+
+
+SITE = Limits(gpus=4, cpu="32", memory="256Gi", pods=40, running_jobs=4)
+
+
+def test_the_site_default_applies_where_nothing_else_sets_a_field():
+    config = QuotaConfig(default=Entry(Limits(gpus=2)), groups={"ml": Entry(Limits(cpu="64"))}, site_default=SITE)
+    effective = resolve(config, "alice", ["ml"])
+    assert effective.limits == Limits(gpus=2, cpu="64", memory="256Gi", pods=40, running_jobs=4)
+    assert effective.sources == {"gpus": "default", "cpu": "group:ml", "memory": "site", "pods": "site",
+                                 "running_jobs": "site"}
+
+
+def test_saving_one_user_keeps_the_site_default_for_everyone_else():
+    """The chart's default must survive an admin's first save (issue 28): it is never part of
+    what is stored, and every update carries it on."""
+    before = QuotaConfig(site_default=SITE)
+    after = apply_update(before, "users", "alice", {"gpus": 1})
+    assert resolve(after, "bob", []).limits == SITE
+    assert resolve(after, "alice", []).limits == Limits(gpus=1, cpu="32", memory="256Gi", pods=40, running_jobs=4)
+    assert "site_default" not in json.dumps(after.to_dict())
+    assert QuotaConfig.from_dict(after.to_dict()).site_default == Limits()
+
+
+def test_clearing_a_saved_default_falls_back_to_the_site_default():
+    config = apply_update(QuotaConfig(site_default=SITE), "default", None, {"gpus": 8})
+    assert resolve(config, "bob", []).limits.gpus == 8
+    cleared = apply_update(config, "default", None, {"gpus": None})
+    assert resolve(cleared, "bob", []).limits.gpus == 4
+    assert resolve(cleared, "bob", []).sources["gpus"] == "site"

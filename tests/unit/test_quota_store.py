@@ -68,3 +68,14 @@ def test_a_broken_file_is_reported_not_overwritten(tmp_path):
     path.write_text('{"users": {"alice": {"limits": {"gpus": -4}}}}')  # edited by hand
     with pytest.raises(BackendUnavailable, match="gpus: must not be negative"):
         store.read()
+
+
+def test_the_site_default_comes_with_every_read_and_is_never_written(tmp_path):
+    path = tmp_path / "quotas.json"
+    site = Limits(gpus=4, memory="64Gi")
+    store = LocalQuotaStore(str(path), site_default=site)
+    assert store.read().site_default == site  # no file yet
+    written = store.update_sync("users", "alice", {"gpus": 1})
+    assert written.site_default == site and store.read().site_default == site
+    assert "64Gi" not in path.read_text()
+    assert LocalQuotaStore(str(path)).read().site_default == Limits()
