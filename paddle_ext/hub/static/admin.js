@@ -63,6 +63,18 @@
     return parseFloat(m[1]) * f;
   }
 
+  // Where a limit comes from, in words: "user", "group ml", "default" (saved in this panel)
+  // or "site default" (the deployment's own, e.g. the chart's settings.default_quota).
+  function sourceText(source) {
+    return source === "site" ? "site default" : source.replace("group:", "group ");
+  }
+
+  function defaultCell(field, saved, site) {
+    if (saved !== null && saved !== undefined) return `<td data-field="${field}">${limitText(saved)}</td>`;
+    const from = site !== null && site !== undefined ? '<span class="src">site default</span>' : "";
+    return `<td data-field="${field}">${limitText(site)}${from}</td>`;
+  }
+
   function usageCell(field, used, limit, source) {
     const usedText = used === undefined || used === null ? "–" : esc(used);
     let meter = "";
@@ -70,7 +82,7 @@
       const ratio = amount(limit) > 0 ? Math.min(1, amount(used) / amount(limit)) : (amount(used) > 0 ? 1 : 0);
       if (!isNaN(ratio)) meter = `<span class="meter${ratio >= 1 ? " full" : ""}"><i style="width:${Math.round(ratio * 100)}%"></i></span>`;
     }
-    const src = source ? `<span class="src">${esc(source.replace("group:", "group "))}</span>` : "";
+    const src = source ? `<span class="src">${esc(sourceText(source))}</span>` : "";
     return `<td data-field="${field}"><span class="value">${usedText} / ${limitText(limit)}</span>${meter}${src}</td>`;
   }
 
@@ -81,7 +93,7 @@
   function render() {
     const d = state;
     $("default-table").innerHTML = headRow("") +
-      `<tr data-default="1"><td class="name">Everyone</td>${FIELDS.map((f) => `<td data-field="${f}">${limitText(d.default.limits[f])}</td>`).join("")}` +
+      `<tr data-default="1"><td class="name">Everyone</td>${FIELDS.map((f) => defaultCell(f, d.default.limits[f], (d.site_default || {})[f])).join("")}` +
       `<td><button data-edit="default:">Edit</button></td></tr>`;
 
     $("groups-table").innerHTML = d.groups.length
@@ -108,7 +120,7 @@
     $("own").hidden = false;
     $("own-body").innerHTML = '<div class="own-grid">' + FIELDS.map((f) =>
       `<div class="stat" data-field="${f}"><span class="hint">${LABELS[f]}</span><b>${esc((u.used || {})[f] ?? 0)} / ${limitText(u.limits[f])}</b>` +
-      `${u.sources[f] ? `<span class="src">from ${esc(u.sources[f].replace("group:", "group "))}</span>` : ""}</div>`).join("") +
+      `${u.sources[f] ? `<span class="src">from ${esc(sourceText(u.sources[f]))}</span>` : ""}</div>`).join("") +
       `<div class="stat"><span class="hint">GPU-hours 7d / 30d</span><b>${u.gpu_hours ? `${u.gpu_hours["7d"]} / ${u.gpu_hours["30d"]}` : "–"}</b></div></div>`;
   }
 
@@ -135,7 +147,11 @@
     let inherited = {};
     if (kind === "default") {
       values = state.default.limits; revision = state.default.revision; title = "Default quota";
-      hint = "Applies to users whose groups and own settings leave a limit unset.";
+      hint = "Applies to users whose groups and own settings leave a limit unset. Empty = the site default.";
+      for (const f of FIELDS) {
+        const site = (state.site_default || {})[f];
+        if (site !== null && site !== undefined) inherited[f] = `site default: ${site}`;
+      }
     } else if (kind === "groups") {
       const g = state.groups.find((x) => x.group === name);
       values = g.limits; revision = g.revision; title = `Group ${name}`;
@@ -144,7 +160,7 @@
       const u = state.users.find((x) => x.user === name);
       values = u.override; revision = u.revision; title = `User ${name}`;
       hint = "Overrides the user's groups and the default. Empty = inherit.";
-      for (const f of FIELDS) if (u.sources[f] && u.sources[f] !== "user") inherited[f] = `inherits ${u.limits[f]} from ${u.sources[f].replace("group:", "group ")}`;
+      for (const f of FIELDS) if (u.sources[f] && u.sources[f] !== "user") inherited[f] = `inherits ${u.limits[f]} from ${sourceText(u.sources[f])}`;
     }
     editing = { kind, name, revision };
     $("edit-title").textContent = title;
