@@ -93,6 +93,14 @@ def total(nodes: Iterable[NodeUsage]) -> dict:
             "used": sum((n.used for n in nodes), Resources()).to_dict()}
 
 
+def pods_in_use(pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> dict[str, Decimal]:
+    """What a namespace's live pods hold, in the quota model's fields (gpus, cpu, memory,
+    pods), whatever its ResourceQuota limits: a quota counts only the resources it limits."""
+    live = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in FINISHED_POD_PHASES]
+    held = sum((pod_requests(pod, gpu_resource) for pod in live), Resources())
+    return {"gpus": Decimal(held.gpus), "cpu": held.cpu, "memory": held.memory, "pods": Decimal(len(live))}
+
+
 def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> int:
     """The most GPUs any one schedulable node has free."""
     return max([0, *(n.free_gpus for n in node_usage(nodes, pods, gpu_resource) if n.schedulable)])

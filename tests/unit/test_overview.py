@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 
-from paddle_ext.capacity import Resources, max_free_gpus, node_usage, pod_requests, total
+from paddle_ext.capacity import Resources, max_free_gpus, node_usage, pod_requests, pods_in_use, total
 from paddle_ext.hub.overview import age_text, group_gpu_hours, job_row, overview
 from paddle_ext.jobs import Job, Phase
 
@@ -41,6 +42,14 @@ def test_node_usage_counts_live_pods_requests():
 
 def test_an_init_container_larger_than_the_containers_counts():
     assert pod_requests(pod("n", cpu="1", memory="1Gi", init={"cpu": "4"})) == Resources(0, 4, 2**30)
+
+
+def test_pods_in_use_counts_every_field_whatever_the_quota_limits():
+    """Issue 28: a user's used CPU must not drop when their quota stops limiting CPU (a
+    ResourceQuota counts only what it limits): the notebook's 0.5 CPU still counts."""
+    pods = [pod("n", cpu="500m", memory="1Gi"), pod("n", gpus=1, cpu="1", memory="2Gi"),
+            pod("n", cpu="4", phase="Failed")]
+    assert pods_in_use(pods) == {"gpus": 1, "cpu": Decimal("1.5"), "memory": 3 * 2**30, "pods": 2}
 
 
 def job(name, phase=Phase.RUNNING, created="2026-01-10T10:00:00Z", finished=None, workers=2, gpus=1):
