@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -41,10 +40,12 @@ from cryptography.x509.oid import NameOID
 
 try:
     from . import images, node
+    from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
     import node
+    from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 
 from paddle_ext.ports import free_port  # noqa: E402
 
@@ -383,64 +384,6 @@ def cri_log_lines(lines, stream="stdout", when=None):
     return "".join(f"{stamp} {stream} F {line}\n" for line in lines)
 
 
-# ---------------------------------------------------------------- processes
-
-
-_CHILDREN = {}  # pid -> Popen of the processes this interpreter started
-
-
-def _pid_alive(pid):
-    if pid in _CHILDREN:  # our child: poll() also reaps it
-        return _CHILDREN[pid].poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _pid_cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().split(b"\0")[0].decode()
-    except OSError:
-        return ""
-
-
-def stop_pids(pids, timeout=15.0):
-    """SIGTERM each {name: {pid, exe}} (if still that exe), then SIGKILL stragglers.
-
-    Returns the pids that were still alive at the end (should be empty).
-    """
-    ours = [info["pid"] for info in pids.values()
-            if _pid_alive(info["pid"]) and _pid_cmdline(info["pid"]) == info["exe"]]
-    for pid in ours:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in ours):
-        time.sleep(0.1)
-    for pid in ours:
-        if _pid_alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in ours):
-        time.sleep(0.05)
-    return [p for p in ours if _pid_alive(p)]
-
-
-
 # ---------------------------------------------------------------- the cluster
 
 
@@ -519,7 +462,7 @@ class Cluster:
         if missing:
             raise ClusterError(f"missing binaries in {self.bin_dir}: {missing}; run `make k8s-bin`")
         if os.path.exists(self.pids_file) and any(
-                _pid_alive(i["pid"]) for i in _read_json(self.pids_file).values()):
+                pid_alive(i["pid"]) for i in read_json(self.pids_file).values()):
             raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
         deadline = time.monotonic() + (timeout or (REAL_NODE_TIMEOUT if self.real_node else 120.0))
         if self.real_node:  # the machine lock and the bridge come before anything binds 198.18.0.1
@@ -535,9 +478,9 @@ class Cluster:
                                  "scheduler", "kwok"])
         host = node.NODE_IP if self.real_node else "127.0.0.1"
         self.server = f"https://{host}:{self.ports['apiserver']}"
-        _write_json(self.kubeconfig, kubeconfig_dict(
+        write_json(self.kubeconfig, kubeconfig_dict(
             self.server, self.pki["ca.crt"], self.pki["admin.crt"], self.pki["admin.key"]))
-        _write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
+        write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
                                                  "bin_dir": self.bin_dir, "real_node": bool(self.real_node)})
         try:
             self._start_all(deadline)
@@ -554,7 +497,7 @@ class Cluster:
     def _start_all(self, deadline):
         self._spawn("etcd", etcd_cmd(self.bin_dir, self._path("etcd"), self.ports["etcd"],
                                      self.ports["etcd-peer"]))
-        self._wait(deadline, "etcd health", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
+        self._wait(deadline, "etcd health", lambda: http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
         self._spawn("kube-apiserver", apiserver_cmd(self.bin_dir, self.pki, self.ports["etcd"],
                                                     self.ports["apiserver"], real_node=bool(self.real_node)))
         self._wait(deadline, "kube-apiserver /readyz", lambda: self._get_ok("/readyz"))
@@ -579,9 +522,9 @@ class Cluster:
         self._wait(deadline, "default ServiceAccount",
                    lambda: self._get_ok("/api/v1/namespaces/default/serviceaccounts/default"))
         self._wait(deadline, "kwok Logs CRD", lambda: self._get_ok("/apis/kwok.x-k8s.io/v1alpha1/logs"))
-        self._wait(deadline, "scheduler healthz", lambda: _http_ok(
+        self._wait(deadline, "scheduler healthz", lambda: http_ok(
             f"https://127.0.0.1:{self.ports['scheduler']}/healthz", insecure=True))
-        self._wait(deadline, "controller-manager healthz", lambda: _http_ok(
+        self._wait(deadline, "controller-manager healthz", lambda: http_ok(
             f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", insecure=True))
 
     def stop(self):
@@ -595,7 +538,7 @@ class Cluster:
                 self.real_node.stop()
             except node.NodeError as exc:
                 problems.append(str(exc))
-        pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
+        pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
         # etcd last: an API server whose etcd is gone takes ~10 s to give up on shutting down cleanly
         left = stop_pids({n: pids[n] for n in reversed(COMPONENTS) if n in pids and n != "etcd"})
         left += stop_pids({n: pids[n] for n in ("etcd",) if n in pids})
@@ -627,16 +570,16 @@ class Cluster:
                                     start_new_session=True, cwd=self.state_dir, env=env)
         finally:
             log.close()
-        _CHILDREN[proc.pid] = proc
+        CHILDREN[proc.pid] = proc
         self.pids[name] = {"pid": proc.pid, "exe": cmd[0]}
-        _write_json(self.pids_file, self.pids)
+        write_json(self.pids_file, self.pids)
         if self.real_node:  # so a later start can clean up after a crash from the record alone
             self.real_node.add_pid(name, self.pids[name])
 
     def _wait(self, deadline, what, check):
         while True:
             for name, info in self.pids.items():
-                if not _pid_alive(info["pid"]):
+                if not pid_alive(info["pid"]):
                     raise ClusterError(f"{name} exited while waiting for {what}; "
                                        f"see {self._path('logs', name + '.log')}:\n{self._log_tail(name)}")
             if check():
@@ -677,7 +620,7 @@ class Cluster:
 
     def write_kubeconfig(self, path, cert, key):
         """A kubeconfig for this cluster with the given client certificate; returns path."""
-        _write_json(path, kubeconfig_dict(self.server, self.pki["ca.crt"], cert, key))
+        write_json(path, kubeconfig_dict(self.server, self.pki["ca.crt"], cert, key))
         return path
 
     # -- API access (admin client cert, stdlib only)
@@ -732,8 +675,8 @@ class Cluster:
 
     def running_pids(self):
         """The recorded component pids that are still alive."""
-        pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
-        return [i["pid"] for i in pids.values() if _pid_alive(i["pid"])]
+        pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
+        return [i["pid"] for i in pids.values() if pid_alive(i["pid"])]
 
     @classmethod
     def from_state_dir(cls, state_dir):
@@ -742,13 +685,13 @@ class Cluster:
         Its real node is attached only while the machine's node record still names this
         state dir, so stopping an old state dir never touches another cluster's node.
         """
-        info = _read_json(os.path.join(state_dir, "cluster.json"))
+        info = read_json(os.path.join(state_dir, "cluster.json"))
         c = cls(state_dir, info["bin_dir"])
         c.server, c.ports = info["server"], info["ports"]
         if os.path.isdir(c._path("pki")):
             c.pki = make_pki(c._path("pki"), real_node=info.get("real_node", False))  # reuses start()'s files
         if os.path.exists(c.pids_file):
-            c.pids = _read_json(c.pids_file)
+            c.pids = read_json(c.pids_file)
         record = node.read_record()
         if info.get("real_node") and record and record.get("state_dir") == c.state_dir:
             c.real_node = node.RealNode(c.state_dir, c.bin_dir, owner_pid=record.get("owner_pid"))
@@ -767,31 +710,6 @@ def _duration_ms(value):
         if value.endswith(unit) and value[:-len(unit)].replace(".", "", 1).isdigit():
             return int(float(value[:-len(unit)]) * factor)
     raise ValueError(f"bad duration {value!r}; use e.g. 500ms, 2s, 1m")
-
-
-def _http_ok(url, insecure=False):
-    ctx = None
-    if insecure:  # the component's self-signed serving cert on 127.0.0.1
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
-
-
-def _read_json(path):
-    with open(path) as fh:
-        return json.load(fh)
 
 
 def main(argv=None):

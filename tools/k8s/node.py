@@ -35,8 +35,12 @@ from paddle_ext.ports import free_port
 
 try:
     from . import images
+    from .procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
+                           runs_as_recorded, signal_pids, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
+    from procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
+                          runs_as_recorded, signal_pids, write_json)
 
 CACHE_ROOT = images.CACHE_ROOT
 
@@ -136,56 +140,6 @@ def run(cmd, check=True, timeout=120, **kwargs):
     return proc
 
 
-def pid_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def pid_exe(pid):
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
-
-
-def pid_cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
-def all_pids():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def kill_and_wait(pids, sig=signal.SIGTERM, timeout=15.0):
-    """Signal pids, SIGKILL what is still alive after timeout; return survivors."""
-    pids = [p for p in pids if pid_alive(p)]
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
-        time.sleep(0.1)
-    for pid in pids:
-        if pid_alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
-        time.sleep(0.05)
-    return [p for p in pids if pid_alive(p)]
-
-
 def read_sysctl(name):
     try:
         with open(f"/proc/sys/{name}") as fh:
@@ -202,27 +156,15 @@ def write_sysctl(name, value):
         pass
 
 
-def write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
-
-
-def read_json(path):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (FileNotFoundError, ValueError):
-        return None
-
-
 # ---------------------------------------------------------------- the machine lock
 
 
 def read_record():
     """The record of the real node on this machine (running or left by a crash), or None."""
-    return read_json(RECORD)
+    try:
+        return read_json(RECORD)
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def _wait_for_machine_lock(timeout):
@@ -461,11 +403,7 @@ def remove_cgroups(roots, timeout=20.0):
     """Kill every process in the cgroup trees, then remove them bottom-up; return what stays."""
     deadline = time.monotonic() + timeout
     while True:
-        for pid in cgroup_pids(roots):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        signal_pids(cgroup_pids(roots), signal.SIGKILL)
         for root in roots:
             for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: len(w[0]), reverse=True):
                 try:
@@ -573,7 +511,7 @@ def node_processes(record, keep=()):
     the cache, and holders of the machine lock; minus `keep`."""
     pids = []
     for info in (record or {}).get("pids", {}).values():
-        if pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]:
+        if runs_as_recorded(info):
             pids.append(info["pid"])
     for pid in all_pids():
         argv = pid_cmdline(pid)
@@ -712,22 +650,18 @@ def _teardown(record, keep):
     # 1. the node's own daemons (not containerd yet), then every container process
     for name in NODE_COMPONENTS[:-1]:
         info = pids.get(name)
-        if info and pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]:
+        if info and runs_as_recorded(info):
             kill_and_wait([info["pid"]], timeout=10)
     kill_and_wait([p for p in node_processes({}) if os.path.basename(pid_cmdline(p)[0]) in
                    ("kubelet", "kube-proxy", "coredns")], timeout=10)
-    for pid in cgroup_pids(cgroup_dirs()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    signal_pids(cgroup_pids(cgroup_dirs()), signal.SIGKILL)
     # 2. containerd and its shims
     kill_and_wait([p for p in node_processes(record) if os.path.basename(pid_cmdline(p)[0]).startswith("containerd")],
                   timeout=15)
     # 3. the control plane started with this node (recorded pids only), etcd last: the API
     #    server removes its `kubernetes` endpoint from etcd as it shuts down
     control = {name: info["pid"] for name, info in pids.items() if name not in NODE_COMPONENTS and name != "lock"
-               and pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]}
+               and runs_as_recorded(info)}
     kill_and_wait([pid for name, pid in control.items() if name != "etcd"], timeout=15)
     kill_and_wait([pid for name, pid in control.items() if name == "etcd"], timeout=15)
     # 4. mounts, cgroups, containers left in the persistent root
@@ -956,7 +890,7 @@ class RealNode:
         healthz = free_port()
         config = self._write("kube-proxy.yaml", kube_proxy_config(kubeconfig, healthz, free_port()))
         cluster._spawn("kube-proxy", [os.path.join(self.bin_dir, "kube-proxy"), f"--config={config}", "--v=1"])
-        cluster._wait(deadline, "kube-proxy healthz", lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"))
+        cluster._wait(deadline, "kube-proxy healthz", lambda: http_ok(f"http://127.0.0.1:{healthz}/healthz"))
 
     def _start_coredns(self, cluster, pki, deadline):
         for obj in COREDNS_RBAC:
@@ -966,7 +900,7 @@ class RealNode:
         ready = free_port()
         conf = self._write("Corefile", corefile(kubeconfig, free_port(), ready))
         cluster._spawn("coredns", [os.path.join(self.bin_dir, "coredns"), "-conf", conf])
-        cluster._wait(deadline, "CoreDNS ready", lambda: _http_ok(f"http://127.0.0.1:{ready}/ready"))
+        cluster._wait(deadline, "CoreDNS ready", lambda: http_ok(f"http://127.0.0.1:{ready}/ready"))
 
     # -- stop
     def stop(self):
@@ -979,12 +913,3 @@ class RealNode:
         if problems:
             raise NodeError("real node left behind: " + "; ".join(problems))
 
-
-def _http_ok(url):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
