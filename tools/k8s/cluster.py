@@ -35,13 +35,14 @@ import urllib.request
 import yaml
 
 try:
-    from . import images, node
+    from . import images, node, node_config
     from .pki import kubeconfig_dict, make_pki
     from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
     import node
+    import node_config
     from pki import kubeconfig_dict, make_pki
     from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 
@@ -53,7 +54,7 @@ COMPLETE_AFTER_ANNOTATION = "kwok.paddlecloud.io/complete-after"
 EXIT_CODE_ANNOTATION = "kwok.paddlecloud.io/exit-code"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 POD_CIDR = "127.1.0.0/16"  # KWOK's fake pod IPs
-SERVICE_CIDR = node.SERVICE_CIDR  # routed by kube-proxy on the real node; only object fields otherwise
+SERVICE_CIDR = node_config.SERVICE_CIDR  # routed by kube-proxy on the real node; only object fields otherwise
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # KWOK nodes, with a real node
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # KWOK manages the nodes that carry it
 IMAGE_REFS = {"worker": images.WORKER_REF, "notebook": images.NOTEBOOK_REF, "hub": images.HUB_REF,
@@ -111,7 +112,7 @@ def apiserver_cmd(bin_dir, pki, etcd_port, port, real_node=False):
     """KWOK only: on 127.0.0.1, no endpoints for the `kubernetes` Service. With a real node:
     on 198.18.0.1 only (reachable from this machine and its pods, not from the network),
     advertised there, so the `kubernetes` Service (198.19.0.1:443) leads to it."""
-    address = node.NODE_IP if real_node else "127.0.0.1"
+    address = node_config.NODE_IP if real_node else "127.0.0.1"
     reconciler = [] if real_node else ["--endpoint-reconciler-type=none"]
     return [os.path.join(bin_dir, "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -359,7 +360,7 @@ class Cluster:
         self.pki = make_pki(self._path("pki"), real_node=bool(self.real_node))
         self.ports = pick_ports(["etcd", "etcd-peer", "apiserver", "controller-manager",
                                  "scheduler", "kwok"])
-        host = node.NODE_IP if self.real_node else "127.0.0.1"
+        host = node_config.NODE_IP if self.real_node else "127.0.0.1"
         self.server = f"https://{host}:{self.ports['apiserver']}"
         write_json(self.kubeconfig, kubeconfig_dict(
             self.server, self.pki["ca.crt"], self.pki["admin.crt"], self.pki["admin.key"]))
@@ -499,7 +500,7 @@ class Cluster:
                                          "?labelSelector=kubernetes.io/service-name%3Dkubernetes")["items"]
         except ClusterError:
             return False
-        return any(node.NODE_IP in e.get("addresses", []) for s in slices for e in s.get("endpoints") or [])
+        return any(node_config.NODE_IP in e.get("addresses", []) for s in slices for e in s.get("endpoints") or [])
 
     def write_kubeconfig(self, path, cert, key):
         """A kubeconfig for this cluster with the given client certificate; returns path."""

@@ -3,10 +3,7 @@
 Root only. Used by tools/k8s/cluster.py (Cluster(real_node=True)); one such node can exist
 on a machine at a time (fixed bridge and addresses), guarded by a machine-wide lock.
 
-Addresses (all inside 198.18.0.0/15, the range reserved for network tests):
-    bridge pcbr0     198.18.0.1/16  the node's IP: kubelet :10250, CoreDNS :53, kube-apiserver
-    pods             198.18.1.1 - 198.18.255.254 (host-local IPAM, gateway 198.18.0.1)
-    Services         198.19.0.0/16  (`kubernetes` = 198.19.0.1:443, routed by kube-proxy)
+The node's names, addresses and component configs live in tools/k8s/node_config.py.
 Pods cannot reach anything beyond this machine: the bridge has no masquerading and a
 FORWARD rule drops what pods send out of it; containerd's image pulls go to a proxy
 address on 127.0.0.1 that refuses, so a missing image fails fast instead of dialling out.
@@ -35,26 +32,19 @@ from paddle_ext.ports import free_port
 
 try:
     from . import images
+    from .node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
+                              containerd_config, corefile, kube_proxy_config, kubelet_config)
     from .procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
                            runs_as_recorded, signal_pids, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
+    from node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
+                             containerd_config, corefile, kube_proxy_config, kubelet_config)
     from procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
                           runs_as_recorded, signal_pids, write_json)
 
 CACHE_ROOT = images.CACHE_ROOT
 
-NODE_NAME = "paddlecloud-node"
-BRIDGE = "pcbr0"
-NODE_IP = "198.18.0.1"
-POD_SUBNET = "198.18.0.0/16"
-POD_RANGE = ("198.18.1.1", "198.18.255.254")
-SERVICE_CIDR = "198.19.0.0/16"
-KUBERNETES_SERVICE_IP = "198.19.0.1"
-CLUSTER_DOMAIN = "cluster.local"
-KUBELET_PORT = 10250
-CNI_NETWORK = "paddlecloud"
-CNI_BIN_DIR = "/usr/lib/cni"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 PULL_PROXY = "http://127.0.0.1:9"  # nothing listens there: pulls fail at once, never leave the machine
 
@@ -67,7 +57,7 @@ CONTAINERD_SOCKET = os.path.join(RUN_DIR, "containerd.sock")
 RUNC_ROOT = os.path.join(RUN_DIR, "runc")
 CONTAINERD_ROOT = os.path.join(CACHE_ROOT, "containerd")  # persistent: imported images survive
 CRI_NAMESPACE = "k8s.io"
-IMAGE_KEY_LABEL = "io.paddlecloud.key"
+IMAGE_KEY_LABEL = images.KEY_LABEL
 # While a new build of an image is unpacked, its old build is kept under this ref: the new
 # layers' parent snapshots may be shared with the old build only, and containerd's garbage
 # collector deleted them mid-unpack once the ref moved ("parent snapshot ... does not exist").
@@ -220,129 +210,6 @@ def acquire_machine_lock(owner_pid, timeout):
     finally:
         os.close(fd)
     return {"pid": holder.pid, "exe": sleep}
-
-
-# ---------------------------------------------------------------- configuration (pure)
-
-
-def containerd_config(root, state, socket, cni_conf_dir, runc_root, sandbox_image, cri=True):
-    """containerd's config.toml (version 2): our own root/state/socket, CRI with our CNI dirs."""
-    disabled = ['"io.containerd.snapshotter.v1.aufs"', '"io.containerd.snapshotter.v1.btrfs"',
-                '"io.containerd.snapshotter.v1.zfs"', '"io.containerd.snapshotter.v1.devmapper"',
-                '"io.containerd.tracing.processor.v1.otlp"', '"io.containerd.internal.v1.tracing"']
-    if not cri:
-        disabled.append('"io.containerd.grpc.v1.cri"')
-    return f"""version = 2
-root = "{root}"
-state = "{state}"
-disabled_plugins = [{", ".join(disabled)}]
-
-[grpc]
-  address = "{socket}"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{root}/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{sandbox_image}"
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN_DIR}"
-    conf_dir = "{cni_conf_dir}"
-    max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = "{runc_root}"
-        SystemdCgroup = false
-"""
-
-
-def cni_conflist(ipam_dir):
-    """The pod network: bridge pcbr0 (gateway 198.18.0.1, no masquerading), host-local IPAM, portmap."""
-    return {
-        "cniVersion": "1.0.0", "name": CNI_NETWORK,
-        "plugins": [
-            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-             "ipam": {"type": "host-local", "dataDir": ipam_dir,
-                      "ranges": [[{"subnet": POD_SUBNET, "rangeStart": POD_RANGE[0],
-                                   "rangeEnd": POD_RANGE[1], "gateway": NODE_IP}]],
-                      "routes": [{"dst": "0.0.0.0/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-
-
-def kubelet_config(pki, healthz_port, pod_logs_dir):
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
-        "address": NODE_IP, "port": KUBELET_PORT, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": healthz_port,
-        "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
-        "resolvConf": "",  # pods never inherit this machine's resolvers
-        "tlsCertFile": pki["kubelet.crt"], "tlsPrivateKeyFile": pki["kubelet.key"],
-        "authentication": {"x509": {"clientCAFile": pki["ca.crt"]}, "webhook": {"enabled": True},
-                           "anonymous": {"enabled": False}},
-        "authorization": {"mode": "Webhook"},
-        "podLogsDir": pod_logs_dir,
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,  # never delete our images
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "serializeImagePulls": False, "registerNode": True, "maxPods": 110,
-        "protectKernelDefaults": False, "rotateCertificates": False, "serverTLSBootstrap": False,
-        "staticPodPath": "", "shutdownGracePeriod": "0s", "shutdownGracePeriodCriticalPods": "0s",
-    }
-
-
-def kube_proxy_config(kubeconfig, healthz_port, metrics_port):
-    return {
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig},
-        "mode": "iptables", "clusterCIDR": POD_SUBNET, "hostnameOverride": NODE_NAME,
-        "healthzBindAddress": f"127.0.0.1:{healthz_port}", "metricsBindAddress": f"127.0.0.1:{metrics_port}",
-        "nodePortAddresses": [f"{NODE_IP}/32"],
-        "iptables": {"localhostNodePorts": False},  # so route_localnet stays as it is
-        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
-    }
-
-
-def corefile(kubeconfig, health_port, ready_port):
-    """CoreDNS on 198.18.0.1:53 answering cluster names only (no forwarding: nothing dials out)."""
-    return f""".:53 {{
-    bind {NODE_IP}
-    errors
-    health 127.0.0.1:{health_port}
-    ready 127.0.0.1:{ready_port}
-    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {kubeconfig}
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 5
-    }}
-    cache 5
-}}
-"""
-
-
-COREDNS_RBAC = [
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-     "metadata": {"name": "system:coredns"},
-     "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
-                "verbs": ["list", "watch"]},
-               {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]},
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "system:coredns"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
-     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}]},
-]
 
 
 # ---------------------------------------------------------------- teardown (works from the record alone)
@@ -878,7 +745,7 @@ class RealNode:
     def _start_kubelet(self, cluster, pki, deadline):
         kubeconfig = self._kubeconfig(cluster, "kubelet", pki["kubelet-client.crt"], pki["kubelet-client.key"])
         os.makedirs(self.pod_logs_dir)
-        config = self._write("kubelet.yaml", kubelet_config(pki, free_port(), self.pod_logs_dir))
+        config = self._write("kubelet.yaml", kubelet_config(pki, free_port(), self.pod_logs_dir, CONTAINERD_SOCKET))
         cluster._spawn("kubelet", [os.path.join(self.bin_dir, "kubelet"), f"--config={config}",
                                    f"--kubeconfig={kubeconfig}", f"--root-dir={self.kubelet_root}",
                                    f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",

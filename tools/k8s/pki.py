@@ -11,9 +11,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 try:
-    from . import node
+    from . import node_config
 except ImportError:  # run as a script from tools/k8s
-    import node
+    import node_config
 
 
 def _key():
@@ -73,8 +73,8 @@ def _write_cert(path, cert):
 
 
 NODE_CERTS = (  # (file name, _cert arguments) of the real node's certificates
-    ("kubelet", dict(subject_cn=node.NODE_NAME, server=True, sans=(node.NODE_IP,))),
-    ("kubelet-client", dict(subject_cn=f"system:node:{node.NODE_NAME}", org="system:nodes", client=True)),
+    ("kubelet", dict(subject_cn=node_config.NODE_NAME, server=True, sans=(node_config.NODE_IP,))),
+    ("kubelet-client", dict(subject_cn=f"system:node:{node_config.NODE_NAME}", org="system:nodes", client=True)),
     ("kube-proxy", dict(subject_cn="system:kube-proxy", client=True)),
     ("coredns", dict(subject_cn="system:coredns", client=True)),
 )
@@ -98,7 +98,7 @@ def make_pki(pki_dir, real_node=False):
     ca = _cert("paddlecloud-test-ca", ca_key, ca=True)
     _write_key(paths["ca.key"], ca_key)
     _write_cert(paths["ca.crt"], ca)
-    sans = ("127.0.0.1", "localhost", node.NODE_IP, node.KUBERNETES_SERVICE_IP, "kubernetes",
+    sans = ("127.0.0.1", "localhost", node_config.NODE_IP, node_config.KUBERNETES_SERVICE_IP, "kubernetes",
             "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
     certs = [("apiserver", dict(subject_cn="kube-apiserver", server=True, sans=sans)),
              ("kwok", dict(subject_cn="kwok", server=True, sans=("127.0.0.1", "localhost"))),
