@@ -14,6 +14,7 @@ from typing import Any, Callable
 from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME,
                         FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY,
                         MANAGED_BY_LABEL, MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
+from .constants import RUN_AS_GROUP, RUN_AS_USER
 from .jobs import outputs_record
 from .launch import launch_argv
 from .spec import JobSpec
@@ -49,7 +50,7 @@ class ManifestSettings:
     gpu_tolerations: tuple[dict, ...] = ()
     ttl_seconds_after_finished: int | None = None
     queue_name: str = ""
-    run_as_user: int = 1000
+    run_as_user: int = RUN_AS_USER
     service_account: str = ""
     pod_annotations: tuple[tuple[str, str], ...] = ()
     workdir: str = ""  # the folder the job runs in, the same absolute path as in the notebook
@@ -143,17 +144,21 @@ def dataset_volumes(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
     return catalogue_volumes(spec.datasets, settings.datasets)
 
 
-def pod_security_context(settings: ManifestSettings) -> dict:
+def pod_security_context(run_as_user: int = RUN_AS_USER) -> dict:
+    """Every pod we run (jobs, notebooks, the hub and its proxy: the chart's pc.podSecurityContext
+    is checked equal), as Pod Security "restricted" requires. One group for all of them, the
+    images' (see RUN_AS_GROUP): what a job writes in the shared home stays the notebook's to edit."""
     return {
         "runAsNonRoot": True,
-        "runAsUser": settings.run_as_user,
-        "runAsGroup": settings.run_as_user,
-        "fsGroup": settings.run_as_user,
+        "runAsUser": run_as_user,
+        "runAsGroup": RUN_AS_GROUP,
+        "fsGroup": RUN_AS_GROUP,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
 def container_security_context() -> dict:
+    """Every container we run (the chart's pc.containerSecurityContext is checked equal)."""
     return {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -252,7 +257,7 @@ def pod_spec(spec: JobSpec, settings: ManifestSettings, command: list[str], with
         container["workingDir"] = settings.workdir
     pod = {
         "restartPolicy": "Never",
-        "securityContext": pod_security_context(settings),
+        "securityContext": pod_security_context(settings.run_as_user),
         "containers": [container],
         "volumes": volumes,
         "enableServiceLinks": False,

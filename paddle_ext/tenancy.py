@@ -7,7 +7,7 @@ read their pods, logs, services and events in its own namespace only.
 
 from __future__ import annotations
 
-from .constants import (GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
+from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
                         NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
@@ -124,7 +124,7 @@ NETWORK_POLICY_NAMES = ("paddlecloud-notebook-ingress", "paddlecloud-pods-ingres
 
 
 def user_network_policies(ns: str, hub_namespace: str, hub_pod_labels: dict, proxy_pod_labels: dict | None = None,
-                          api_server: list | tuple = (), hub_api_port: int = 8081, egress: list | tuple = ()
+                          api_server: list | tuple = (), hub_api_port: int = HUB_API_PORT, egress: list | tuple = ()
                           ) -> list[dict]:
     """NetworkPolicies of a user namespace:
     - nothing reaches the notebook pod but the proxy and the hub (its port only);

@@ -77,7 +77,7 @@ class KubernetesBackend(JobBackend):
     ttl_seconds_after_finished = Integer(7 * 24 * 3600, allow_none=True,
                                          help="Delete finished jobs after this many seconds (None keeps them).").tag(config=True)
     queue_name = Unicode("", help="Kueue LocalQueue to submit to; empty: no Kueue.").tag(config=True)
-    run_as_user = Integer(1000, help="UID the worker containers run as (non-root).").tag(config=True)
+    run_as_user = Integer(ManifestSettings.run_as_user, help="UID the worker containers run as (non-root).").tag(config=True)
     service_account = Unicode("", help="Service account of worker pods; empty for the namespace default.").tag(config=True)
     pod_annotations = Dict(help="Extra annotations on every worker pod.").tag(config=True)
     workspace = Dict(help="""A shared (ReadWriteMany) volume that notebooks and jobs both mount, e.g. the users'

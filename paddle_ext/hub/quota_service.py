@@ -53,7 +53,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Enum, Integer, Unicode, default
 from traitlets.config import Application
 
-from ..constants import (GPU_RESOURCE, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
+from ..constants import (GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
                          USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import BackendUnavailable, Forbidden, NotFound, PaddleCloudError
 from ..json_errors import JsonErrorsMixin
@@ -385,7 +385,7 @@ class QuotaService(Application):
     directory: HubDirectory | None = None
 
     async def setup(self) -> None:
-        self.directory = HubDirectory(os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
+        self.directory = HubDirectory(os.environ.get("JUPYTERHUB_API_URL", f"http://127.0.0.1:{HUB_API_PORT}/hub/api"),
                                       os.environ.get("JUPYTERHUB_API_TOKEN", ""))
         if self.store_kind == "local":
             self.store = LocalQuotaStore(self.quota_file)

@@ -44,8 +44,8 @@ def test_one_cpu_worker_whole_objects():
                     "restartPolicy": "Never",
                     "subdomain": "tiny",
                     "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
-                                        "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 100,
+                                        "fsGroup": 100, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "paddle",
                         "image": "paddle:3.3.1-cpu",
