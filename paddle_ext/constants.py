@@ -34,6 +34,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCE = "nvidia.com/gpu"  # the default; every setting that names it is configurable
 CONTAINER_NAME = "paddle"  # Kubeflow's PaddleJob requires this name
 MASTER_PORT = 36789
+DEFAULT_JOB_KIND = "job"  # of paddle_ext.jobkinds.JOB_KINDS: an Indexed Job, no operator needed
 
 QUOTA_NAME = "paddlecloud-quota"  # the ResourceQuota in each user namespace
 LIMIT_RANGE_NAME = "paddlecloud-defaults"

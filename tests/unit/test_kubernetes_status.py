@@ -8,7 +8,8 @@ from paddle_ext.backends.kubernetes_progress import related_events, worker_of_po
 from paddle_ext.backends.kubernetes_status import job_from_objects, max_free_gpus
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.errors import QuotaExceeded
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.jobkinds import job_objects
+from paddle_ext.manifests import ManifestSettings
 from paddle_ext.quota.model import JobUsage, check_fits, resource_quota_terms
 from paddle_ext.spec import JobSpec
 
