@@ -407,7 +407,8 @@ class KubernetesBackend(JobBackend):
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
         result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource)
-        if result.phase == Phase.FAILED and not self.kind.has_finished(job) and FAILED_ANNOTATION not in _annotations(job):
+        if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
+                and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))
             self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
         return result

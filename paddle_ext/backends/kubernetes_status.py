@@ -1,8 +1,8 @@
 """A job's phase, reason and message from Kubernetes objects (pure; dicts in, words out).
 
 Inputs are objects as the API returns them in JSON (camelCase keys): the job's object
-(read as its `jobkinds.JobKind` says), its pods, and recent events. Every failure ends in a `reason` a program
-can branch on and a `message` a researcher understands.
+(read as its `jobkinds.JobKind` says), its pods, and recent events. Every failure ends
+in a `reason` a program can branch on and a `message` a researcher understands.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_sta
 TRANSIENT_REFUSALS = ("exceeded quota", "error looking up service account")
 
 
-DEFAULT_KIND = JOB_KINDS[DEFAULT_JOB_KIND]
+DEFAULT_KIND = JOB_KINDS[DEFAULT_JOB_KIND]  # job_from_objects' kind when none is named
 
 
 def worker_index(pod: dict) -> int | None:
@@ -239,7 +239,8 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
     quota_message = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
     progress = tuple(
         worker_progress(i, workers.get(i), states[i], events, image=container_image(kind, job), suspended=suspended,
-                        quota_message=quota_message, gpus=requested_gpus(kind, job, gpu_resource), max_free_gpus=max_free_gpus)
+                        quota_message=quota_message, gpus=requested_gpus(kind, job, gpu_resource),
+                        max_free_gpus=max_free_gpus)
         for i in range(count))
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,

@@ -338,8 +338,8 @@ class QuotaService(Application):
     namespace_template = Unicode(help="Kubernetes store: each user's namespace, with {username}. Default: "
                                       "$PADDLECLOUD_NAMESPACE_TEMPLATE, else paddlecloud-{username}.").tag(config=True)
     gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
-    job_kind = Enum(list(JOB_KINDS), DEFAULT_JOB_KIND, help="Kubernetes store: the kind of the users' jobs "
-                    "(the hub's settings.job_kind), read for usage and suspended by an admin's cancel.").tag(config=True)
+    job_kind = Enum(list(JOB_KINDS), DEFAULT_JOB_KIND, help="Kubernetes store: the kind of the users' jobs (the "
+                    "hub's settings.job_kind), read for usage and suspended by an admin's cancel.").tag(config=True)
     kubeconfig = Unicode("", help="Kubeconfig outside a cluster; empty for in-cluster credentials "
                                   "or $KUBECONFIG.").tag(config=True)
     url = Unicode(help="Where to listen. Default: $JUPYTERHUB_SERVICE_URL.").tag(config=True)
