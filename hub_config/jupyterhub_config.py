@@ -146,7 +146,7 @@ configure_quota_service(
     listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
                  NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template},
-    args=[f"--QuotaService.gpu_resource={settings.gpu_resource}"],
+    args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
     admin_users=c.Authenticator.admin_users)
 
 # --- Passthrough: the admin's own traitlets config (the chart's hub.config), applied last -----------

@@ -40,6 +40,7 @@ HUB_API_PORT = 8081  # the hub's own API (JupyterHub's default); the chart's pc.
 # jobs write in a shared home carry one owner and one group (manifests.pod_security_context).
 RUN_AS_USER = 1000
 RUN_AS_GROUP = 100
+DEFAULT_JOB_KIND = "job"  # of paddle_ext.jobkinds.JOB_KINDS: an Indexed Job, no operator needed
 
 QUOTA_NAME = "paddlecloud-quota"  # the ResourceQuota in each user namespace
 LIMIT_RANGE_NAME = "paddlecloud-defaults"

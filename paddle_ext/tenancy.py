@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
                         NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
+from .jobkinds import JOB_KINDS, NOTEBOOK_JOB_VERBS
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
 NOTEBOOK_RULES = (
-    {"apiGroups": ["batch"], "resources": ["jobs"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-    {"apiGroups": ["kubeflow.org"], "resources": ["paddlejobs"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    *(kind.rule(NOTEBOOK_JOB_VERBS) for kind in JOB_KINDS.values()),
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "deletecollection"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get", "list"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},

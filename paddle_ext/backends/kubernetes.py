@@ -21,15 +21,16 @@ from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_RESOURCE,
-                         JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, CONTAINER_NAME, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
+                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
 from ..loglines import LineSplitter, split_chunk
-from ..manifests import (CODE_KEY, JOB_KINDS, NO_OUTPUTS_NOTE, JobKind, ManifestSettings, code_configmap,
-                         jobs_selector, label_selector, outputs, runs_in_workspace)
+from ..jobkinds import JOB_KINDS, JobKind
+from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
+                         outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
                            report, resource_quota_terms, running_jobs_cap)
 from ..spec import JobSpec, is_job_name
@@ -38,8 +39,7 @@ from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .identity import current_user
 from .kubernetes_progress import related_events
-from .kubernetes_status import (has_failed, has_finished, has_succeeded, job_from_objects, max_free_gpus,
-                                pods_by_worker)
+from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
@@ -66,8 +66,8 @@ class KubernetesBackend(JobBackend):
                              "else the kubeconfig context's, else 'default'.").tag(config=True)
     kubeconfig = Unicode("", help="Kubeconfig file outside a cluster. Default: $KUBECONFIG or ~/.kube/config.").tag(config=True)
     context = Unicode("", help="Kubeconfig context; empty for the current one.").tag(config=True)
-    job_kind = Enum(list(JOB_KINDS), "job", help="'job': an Indexed batch/v1 Job + headless Service "
-                    "(any cluster); 'paddlejob': a Kubeflow training-operator PaddleJob.").tag(config=True)
+    job_kind = Enum(list(JOB_KINDS), DEFAULT_JOB_KIND, help="; ".join(
+        f"'{kind.name}': {kind.description}" for kind in JOB_KINDS.values()) + ".").tag(config=True)
     image = Unicode(DEFAULT_WORKER_IMAGE, help="Image when the spec names none and no images are listed.").tag(config=True)
     master_port = Integer(MASTER_PORT, help="Port of Paddle's master on worker 0.").tag(config=True)
     # In a notebook the hub sets these three from its own settings ($PADDLECLOUD_BACKEND_CONFIG).
@@ -256,7 +256,7 @@ class KubernetesBackend(JobBackend):
             raise
         self.log.info("Submitted job %s/%s with %d workers (code %s)", self.namespace, spec.name, spec.workers,
                       code.digest)
-        return job_from_objects(job, [], [], gpu_resource=self.gpu_resource)
+        return job_from_objects(job, [], [], kind=self.kind, gpu_resource=self.gpu_resource)
 
     async def code_archive(self, name: str) -> bytes:
         job = await self.get(name)
@@ -335,15 +335,15 @@ class KubernetesBackend(JobBackend):
         annotations = _annotations(job)
         if CANCELLED_ANNOTATION in annotations or FAILED_ANNOTATION in annotations:
             return []
-        if has_finished(job):
-            if not has_failed(job):
+        if self.kind.has_finished(job):
+            if not self.kind.has_failed(job):
                 return []
             found = await asyncio.gather(self._events(fieldSelector=f"involvedObject.name={name}"),
                                          self._events(fieldSelector="reason=Killing"))
             return [event for events in found for event in events]
         workers = pods_by_worker(pods)
         wanted = []
-        if len(workers) < _worker_count(job) or (job.get("spec") or {}).get("suspend"):
+        if len(workers) < _worker_count(self.kind, job) or self.kind.is_suspended(job):
             wanted.append(name)
         starting = [pod["metadata"]["name"] for pod in workers.values()
                     if (pod.get("spec") or {}).get("nodeName") and not _container_started(pod)
@@ -374,7 +374,8 @@ class KubernetesBackend(JobBackend):
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()
             if free is not None:
-                result = job_from_objects(job, pods, events, max_free_gpus=free, gpu_resource=self.gpu_resource)
+                result = job_from_objects(job, pods, events, kind=self.kind, max_free_gpus=free,
+                                          gpu_resource=self.gpu_resource)
         return result
 
     async def list(self) -> list[Job]:
@@ -382,13 +383,13 @@ class KubernetesBackend(JobBackend):
         # A job Kubernetes reports succeeded says all a listing shows of its workers (each
         # exited 0): only the other jobs' pods are read, which saves most of the bytes (and
         # the JSON decoding) of a namespace with a long history.
-        open_jobs = [job["metadata"]["name"] for job in items if not has_succeeded(job)]
+        open_jobs = [job["metadata"]["name"] for job in items if not self.kind.has_succeeded(job)]
         pods = await self._pods(jobs_selector(open_jobs)) if open_jobs else []
         by_job: dict[str, list[dict]] = {}
         for pod in pods:
             by_job.setdefault((pod["metadata"].get("labels") or {}).get(JOB_LABEL, ""), []).append(pod)
         refusals: dict[str, list[dict]] = {}
-        if any(not by_job.get(job["metadata"]["name"]) and not has_finished(job) for job in items):
+        if any(not by_job.get(job["metadata"]["name"]) and not self.kind.has_finished(job) for job in items):
             for event in await self._failed_creations():  # one request, only when a job has no pods
                 refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
         result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
@@ -405,8 +406,9 @@ class KubernetesBackend(JobBackend):
     async def _settle(self, job: dict, pods: list[dict], events: list[dict]) -> Job:
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
-        result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
-        if result.phase == Phase.FAILED and not has_finished(job) and FAILED_ANNOTATION not in _annotations(job):
+        result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource)
+        if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
+                and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))
             self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
         return result
@@ -586,10 +588,10 @@ def _annotations(obj: dict) -> dict:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
-def _worker_count(job: dict) -> int:
-    """How many workers the job has (its recorded spec, else the Job's completions)."""
+def _worker_count(kind: JobKind, job: dict) -> int:
+    """How many workers the job has (its recorded spec, else its object's count)."""
     spec = _json_object(_annotations(job).get(SPEC_ANNOTATION))
-    return int(spec.get("workers") or (job.get("spec") or {}).get("completions") or 1)
+    return int(spec.get("workers") or kind.workers(job) or 1)
 
 
 def _json_object(text: str | None) -> dict:

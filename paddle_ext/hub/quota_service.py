@@ -53,9 +53,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Enum, Integer, Unicode, default
 from traitlets.config import Application
 
-from ..constants import (GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
-                         USER_NAMESPACE_TEMPLATE, paddlecloud_home)
+from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP,
+                         QUOTA_STORE_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import BackendUnavailable, Forbidden, NotFound, PaddleCloudError
+from ..jobkinds import JOB_KINDS
 from ..json_errors import JsonErrorsMixin
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
 from ..quota.model import FIELDS, JobUsage, QuotaConfig, QuotaInputError, check_name, parse_patch, resolve
@@ -337,6 +338,8 @@ class QuotaService(Application):
     namespace_template = Unicode(help="Kubernetes store: each user's namespace, with {username}. Default: "
                                       "$PADDLECLOUD_NAMESPACE_TEMPLATE, else paddlecloud-{username}.").tag(config=True)
     gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
+    job_kind = Enum(list(JOB_KINDS), DEFAULT_JOB_KIND, help="Kubernetes store: the kind of the users' jobs (the "
+                    "hub's settings.job_kind), read for usage and suspended by an admin's cancel.").tag(config=True)
     kubeconfig = Unicode("", help="Kubeconfig outside a cluster; empty for in-cluster credentials "
                                   "or $KUBECONFIG.").tag(config=True)
     url = Unicode(help="Where to listen. Default: $JUPYTERHUB_SERVICE_URL.").tag(config=True)
@@ -394,7 +397,7 @@ class QuotaService(Application):
             api = KubeApi.connect(self.kubeconfig or None)
             self.store = KubernetesQuotaStore(api, self.hub_namespace, self.configmap_name)
             self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource)
-            self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource)
+            self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource, self.job_kind)
 
     # ---- views
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import yaml
 
-from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, MANAGED_BY,
-                         USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, DEFAULT_JOB_KIND, GPU_RESOURCE, IMAGES_ENV,
+                         MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..jobkinds import JOB_KINDS
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage
@@ -34,7 +35,6 @@ _PROFILE_KEYS = {"slug", "display_name", "description", "gpus", "cpu", "memory",
 # What a site may set for jobs launched from notebooks (JobBackend traits, see paddle_ext.backends.base).
 JOB_OPTION_KEYS = ("max_workers", "max_gpus_per_worker", "max_cpu", "max_memory", "default_command",
                    "ttl_seconds_after_finished")
-JOB_KINDS = ("job", "paddlejob")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ class HubSettings:
     # LocalQueue in each user namespace, pointing at this ClusterQueue), and bounds and defaults
     # (JOB_OPTION_KEYS: max_workers, max_gpus_per_worker, max_cpu, max_memory, default_command,
     # ttl_seconds_after_finished).
-    job_kind: str = "job"
+    job_kind: str = DEFAULT_JOB_KIND  # a name in jobkinds.JOB_KINDS
     queue_name: str = ""
     cluster_queue: str = ""
     job_options: dict = dataclasses.field(default_factory=dict)

@@ -12,6 +12,7 @@ from ..backends.base import JobBackend
 from ..backends.kubernetes import KubernetesBackend
 from ..backends.local import LocalBackend
 from ..capacity import NodeUsage, Resources, node_usage, total
+from ..constants import DEFAULT_JOB_KIND
 from ..errors import PaddleCloudError
 from ..jobs import Job
 from ..kubeapi import KubeApi, api_path
@@ -49,17 +50,20 @@ class LocalUsage:
 
 
 class KubernetesUsage:
-    """Usage from each user's namespace: their jobs, and the ResourceQuota's own count."""
+    """Usage from each user's namespace: their jobs (of the site's kind, a name in
+    jobkinds.JOB_KINDS), and the ResourceQuota's own count. An admin's cancel suspends
+    the job as its kind says."""
 
-    def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str):
+    def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str, job_kind: str = DEFAULT_JOB_KIND):
         self.api = api
         self.namespace_template = namespace_template
         self.gpu_resource = gpu_resource
+        self.job_kind = job_kind
 
     def backend(self, username: str) -> KubernetesBackend:
         """Raises ValueError when no namespace name can be derived for the user."""
         return KubernetesBackend(api=self.api, namespace=namespace_for(username, self.namespace_template),
-                                 user=username, gpu_resource=self.gpu_resource)
+                                 user=username, gpu_resource=self.gpu_resource, job_kind=self.job_kind)
 
     async def jobs(self, username: str) -> list[Job]:
         return await self.backend(username).list()
