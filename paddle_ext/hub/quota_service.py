@@ -52,7 +52,7 @@ from traitlets.config import Application
 
 from ..constants import (GPU_RESOURCE, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
                          USER_NAMESPACE_TEMPLATE, paddlecloud_home)
-from ..errors import BackendUnavailable, PaddleCloudError
+from ..errors import PaddleCloudError
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
 from ..quota.model import FIELDS, JobUsage, QuotaConfig, QuotaInputError, resolve
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
@@ -173,10 +173,9 @@ class QuotaService(Application):
         }
         try:
             view.update((await self.usage_source.report(name, effective)).to_dict())
-        except (PaddleCloudError, ValueError) as exc:  # ValueError: no namespace name for this user
-            message = getattr(exc, "message", str(exc))
-            self.log.warning("Cannot read %s's usage: %s", name, message)
-            view["usage_error"] = message
+        except PaddleCloudError as exc:  # NoNamespace among them
+            self.log.warning("Cannot read %s's usage: %s", name, exc.message)
+            view["usage_error"] = exc.message
         return view
 
     async def user_view(self, name: str, config: QuotaConfig | None = None) -> dict:
@@ -229,8 +228,8 @@ class QuotaService(Application):
             async with limit:
                 try:
                     jobs = await self.usage_source.jobs(user["name"])
-                except (PaddleCloudError, ValueError) as exc:  # ValueError: no namespace name for this user
-                    errors[user["name"]] = getattr(exc, "message", str(exc))
+                except PaddleCloudError as exc:  # NoNamespace among them
+                    errors[user["name"]] = exc.message
                     jobs = []
             user_jobs[user["name"]] = (user.get("groups") or [], jobs)
 
@@ -248,10 +247,7 @@ class QuotaService(Application):
         """Cancel `user`'s job `job` on behalf of `admin`, and say so in the log."""
         if await self.directory.user(user) is None:
             raise UnknownName("user", user)
-        try:
-            cancelled = await self.usage_source.cancel(user, job)
-        except ValueError as exc:  # no namespace name can be derived for this user
-            raise BackendUnavailable(f"Cannot find {user}'s jobs: {exc}") from exc
+        cancelled = await self.usage_source.cancel(user, job)
         self.log.info("AUDIT: admin %s cancelled job %s of user %s (now %s)", admin, job, user, cancelled.phase)
         return {"user": user, **cancelled.to_dict()}
 
@@ -281,8 +277,8 @@ class QuotaService(Application):
             for username, groups in members:
                 try:
                     await self.sync.sync_user(username, groups, config=config, missing_ok=True)
-                except (PaddleCloudError, ValueError) as exc:
-                    sync_errors.append(f"{username}: {getattr(exc, 'message', exc)}")
+                except PaddleCloudError as exc:  # NoNamespace among them
+                    sync_errors.append(f"{username}: {exc.message}")
         if kind == "users":
             view = await self.user_view(name, config)
         elif kind == "groups":

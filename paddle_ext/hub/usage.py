@@ -57,7 +57,7 @@ class KubernetesUsage:
         self.gpu_resource = gpu_resource
 
     def backend(self, username: str) -> KubernetesBackend:
-        """Raises ValueError when no namespace name can be derived for the user."""
+        """Raises NoNamespace when no namespace name can be derived for the user."""
         return KubernetesBackend(api=self.api, namespace=namespace_for(username, self.namespace_template),
                                  user=username, gpu_resource=self.gpu_resource)
 
@@ -68,7 +68,7 @@ class KubernetesUsage:
         return await self.backend(username).cancel(job)
 
     async def report(self, username: str, effective: Effective) -> QuotaReport:
-        """Raises ValueError when no namespace name can be derived for the user."""
+        """Raises NoNamespace when no namespace name can be derived for the user."""
         backend = self.backend(username)
         try:
             jobs = await backend.list()
