@@ -31,7 +31,8 @@ class WorkerLogs:
     pods: Callable[[str], Awaitable[list[dict]]]  # the pods a label selector picks
     job_state: Callable[[str], Awaitable[Job]]  # a job's state now, by name
     call: Callable[..., Awaitable[Any]]  # one API request, its errors the user's (the backend's `_call`)
-    stream: Callable[[str, Mapping[str, Any]], AsyncIterator[bytes]]  # a body as it comes; errors stay KubeApiError/KubeUnreachable
+    # a response body as it comes (a pod's log); its errors stay KubeApiError / KubeUnreachable
+    stream: Callable[[str, Mapping[str, Any]], AsyncIterator[bytes]]
     log: logging.Logger
     retry_seconds: float  # between attempts to (re)attach
     idle_check_seconds: float  # a followed log quiet this long: has its pod stopped?

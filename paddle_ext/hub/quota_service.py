@@ -294,7 +294,8 @@ class QuotaService(Application):
     def make_app(self) -> web.Application:
         hub_auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=60)
         prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
-        return web.Application(routes(prefix), hub_auth=hub_auth, quota_service=self, cookie_secret=os.urandom(32), login_url=hub_auth.login_url)
+        return web.Application(routes(prefix), hub_auth=hub_auth, quota_service=self, cookie_secret=os.urandom(32),
+                               login_url=hub_auth.login_url)
 
     async def serve(self) -> None:
         await self.setup()
