@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
+from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, FAILED_ANNOTATION,
                         KUBEFLOW_INDEX_LABEL)
 from .manifests import ManifestSettings, indexed_job_objects, paddle_job_objects
 from .spec import JobSpec

@@ -2,6 +2,7 @@
 
 Objects come from `paddle_ext.manifests` (pure), states from `kubernetes_status`
 (pure); this module is the I/O between them and the API server (`paddle_ext.kubeapi`).
+Worker logs are read and followed in `kubernetes_logs`.
 API errors are neutral inside; `_call` turns them into errors users understand, and
 the few that mean something specific (a job that is not there, a name that is taken)
 are caught where they happen.
@@ -15,19 +16,17 @@ import contextlib
 import dataclasses
 import json
 import os
-import time
 from decimal import Decimal
 from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, CONTAINER_NAME, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
                          GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
-from ..loglines import LineSplitter, split_chunk
 from ..jobkinds import JOB_KINDS, JobKind
 from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
                          outputs, runs_in_workspace)
@@ -38,8 +37,9 @@ from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .identity import current_user
+from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
-from .kubernetes_status import job_from_objects, max_free_gpus, pods_by_worker
+from .kubernetes_status import container_started, job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
@@ -346,7 +346,7 @@ class KubernetesBackend(JobBackend):
         if len(workers) < _worker_count(self.kind, job) or self.kind.is_suspended(job):
             wanted.append(name)
         starting = [pod["metadata"]["name"] for pod in workers.values()
-                    if (pod.get("spec") or {}).get("nodeName") and not _container_started(pod)
+                    if (pod.get("spec") or {}).get("nodeName") and not container_started(pod)
                     and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         if len(starting) > 4:  # many pods starting at once: one list is cheaper than a request each
             return await self._events()
@@ -433,132 +433,14 @@ class KubernetesBackend(JobBackend):
 
     # ------------------------------------------------------------ logs
 
-    async def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
-        """One worker's log. Following re-attaches when the stream drops or the pod is
-        replaced, never repeating a line, and ends once the job has finished."""
-        name = job.name
-        seen: dict[str, int] = {}  # pod uid -> lines of its log already yielded
-        tailed: set[str] = set()  # pods first read with a tail: line counts are not offsets
-        complete: set[str] = set()  # pods read to the end after they stopped
-        while True:
-            pods = await self._patiently(lambda: self._pods(label_selector(name)))
-            pod = pods_by_worker(pods).get(index)
-            started = pod is not None and _container_started(pod)
-            if started and pod["metadata"]["uid"] not in complete:
-                stopped = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-                uid = pod["metadata"]["uid"]
-                if uid not in seen:
-                    read_tail = tail
-                    if tail is not None:
-                        tailed.add(uid)
-                else:
-                    read_tail = 0 if uid in tailed else None  # re-attach: only what is new
-                skip = 0 if uid in tailed else seen.get(uid, 0)
-                count = 0
-                seen.setdefault(uid, 0)
-                try:
-                    async for chunk in self._pod_log_chunks(pod["metadata"]["name"], follow, read_tail):
-                        lines = chunk.count(b"\n")
-                        if count + lines > skip:
-                            chunk = split_chunk(chunk, skip - count)
-                            seen[uid] = count + lines
-                            count += lines
-                            yield chunk
-                        else:
-                            count += lines
-                    if stopped:
-                        complete.add(uid)
-                except KubeApiError as exc:
-                    # 404: the pod went away between listing and reading; 400: its container
-                    # is not ready to serve logs yet (just replaced or starting). Look again.
-                    self.log.debug("Logs of %s worker %d not available yet: %s", name, index, exc.message)
-            if not follow:
-                return
-            current = await self._patiently(lambda: self.get(name))
-            if current.done and (started or pod is None):
-                return
-            await asyncio.sleep(self.log_retry_seconds)
-
-    async def _patiently(self, call):
-        """`call()`, tried again while the API server cannot be reached (e.g. it restarts),
-        for up to log_reconnect_seconds: a follower outlives a restart, losing nothing."""
-        deadline = time.monotonic() + self.log_reconnect_seconds
-        while True:
-            try:
-                return await call()
-            except BackendUnavailable as exc:
-                if time.monotonic() > deadline:
-                    raise
-                self.log.debug("API server unavailable while following logs (%s); trying again", exc.message)
-                await asyncio.sleep(self.log_retry_seconds)
-
-    async def _pod_log_chunks(self, pod_name: str, follow: bool, tail: int | None) -> AsyncIterator[bytes]:
-        """One pod's log in pieces of whole lines. A follow ends at end of stream, or when
-        the pod has stopped and nothing came for a while (not every node closes the stream)."""
-        params = {"container": CONTAINER_NAME, "follow": follow, "tailLines": tail}
-        path = self._path("pods", pod_name, subresource="log")
-        if not follow:
-            lines = LineSplitter()
-            try:
-                async for data in self.api.stream(path, params):
-                    if whole := lines.feed(data):
-                        yield whole
-            except KubeUnreachable as exc:  # a log cut short must not look complete
-                raise BackendUnavailable(f"{exc} (while reading the log of pod {pod_name})") from exc
-            if last := lines.end():
-                yield last
-            return
-        pieces: asyncio.Queue = asyncio.Queue(maxsize=256)
-        end = object()
-        loop = asyncio.get_running_loop()
-        last_data = loop.time()
-
-        async def read():
-            nonlocal last_data
-            lines = LineSplitter()
-            try:
-                async for data in self.api.stream(path, params):
-                    last_data = loop.time()
-                    if whole := lines.feed(data):
-                        await pieces.put(whole)
-                if last := lines.end():
-                    await pieces.put(last)
-            except (KubeApiError, KubeUnreachable) as exc:
-                await pieces.put(exc)
-            finally:
-                await pieces.put(end)
-
-        async def watch():
-            idle = self.log_idle_check_seconds
-            while True:
-                await asyncio.sleep(max(idle - (loop.time() - last_data), 0.05))
-                if loop.time() - last_data >= idle and await self._pod_stopped(pod_name):
-                    await pieces.put(end)
-                    return
-
-        reader, watcher = asyncio.ensure_future(read()), asyncio.ensure_future(watch())
-        try:
-            while True:
-                item = await pieces.get()
-                if item is end:
-                    return
-                if isinstance(item, KubeApiError):
-                    raise item
-                if isinstance(item, KubeUnreachable):
-                    self.log.debug("Log stream of %s ended: %s", pod_name, item)  # the caller re-attaches
-                    return
-                yield item
-        finally:
-            reader.cancel()
-            watcher.cancel()
-
-    async def _pod_stopped(self, pod_name: str) -> bool:
-        try:
-            pod = await self._call("read pods", "get", self._path("pods", pod_name), expect=(404,))
-        except KubeApiError:
-            return True
-        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or \
-            bool(pod["metadata"].get("deletionTimestamp"))
+    def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+        """One worker's log (`WorkerLogs`)."""
+        logs = WorkerLogs(namespace=self.namespace, pods=self._pods, job_state=self.get, call=self._call,
+                          stream=lambda path, params: self.api.stream(path, params),  # credentials on first use
+                          log=self.log, retry_seconds=self.log_retry_seconds,
+                          idle_check_seconds=self.log_idle_check_seconds,
+                          reconnect_seconds=self.log_reconnect_seconds)
+        return logs.worker_log_chunks(job, index, tail, follow)
 
     # ------------------------------------------------------------ quota
 
@@ -600,11 +482,3 @@ def _json_object(text: str | None) -> dict:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _container_started(pod: dict) -> bool:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    if not statuses:
-        return False
-    state = statuses[0].get("state") or {}
-    return "running" in state or "terminated" in state

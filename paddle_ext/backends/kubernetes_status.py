@@ -51,6 +51,12 @@ def _container_status(pod: dict) -> dict:
     return statuses[0] if statuses else {}
 
 
+def container_started(pod: dict) -> bool:
+    """The worker's container has run (it is running or has ended)."""
+    state = _container_status(pod).get("state") or {}
+    return "running" in state or "terminated" in state
+
+
 def _terminated(pod: dict) -> dict | None:
     """How the worker's container ended; or how an init container failed, which ends the pod
     before the worker starts."""

@@ -18,6 +18,7 @@ import yaml
 from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, DEFAULT_JOB_KIND, GPU_RESOURCE, IMAGES_ENV,
                          MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..jobkinds import JOB_KINDS
+from ..errors import NoNamespace
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage
@@ -191,15 +192,15 @@ def login_access(settings: HubSettings, authenticator: type) -> dict[str, Any]:
 
 
 def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str:
-    """The user's namespace from a template with {username}, escaped as KubeSpawner does."""
+    """The user's namespace from a template with {username}, escaped as KubeSpawner does;
+    NoNamespace if that is no valid name."""
     try:  # KubeSpawner's own escaping, so both agree on names like "Alice@example.org"
         from kubespawner.slugs import safe_slug
     except ImportError:
         safe_slug = str
     name = template.format(username=safe_slug(username))
     if len(name) > 63 or not _DNS_LABEL.match(name):
-        raise ValueError(f"'{name}' (from template '{template}') is not a valid namespace name; "
-                         "pass the namespace explicitly")
+        raise NoNamespace(username, name, template)
     return name
 
 

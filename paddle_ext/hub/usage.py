@@ -61,7 +61,7 @@ class KubernetesUsage:
         self.job_kind = job_kind
 
     def backend(self, username: str) -> KubernetesBackend:
-        """Raises ValueError when no namespace name can be derived for the user."""
+        """Raises NoNamespace when no namespace name can be derived for the user."""
         return KubernetesBackend(api=self.api, namespace=namespace_for(username, self.namespace_template),
                                  user=username, gpu_resource=self.gpu_resource, job_kind=self.job_kind)
 
@@ -72,7 +72,7 @@ class KubernetesUsage:
         return await self.backend(username).cancel(job)
 
     async def report(self, username: str, effective: Effective) -> QuotaReport:
-        """Raises ValueError when no namespace name can be derived for the user."""
+        """Raises NoNamespace when no namespace name can be derived for the user."""
         backend = self.backend(username)
         try:
             jobs = await backend.list()

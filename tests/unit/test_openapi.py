@@ -14,8 +14,8 @@ import schemathesis
 from tornado import web
 
 from paddle_ext.hub.quota_service import QuotaService
-from paddle_ext.hub.quota_service import UnknownPathHandler as QuotaFallback
-from paddle_ext.hub.quota_service import openapi_document as quota_document
+from paddle_ext.hub.quota_handlers import UnknownPathHandler as QuotaFallback
+from paddle_ext.hub.quota_handlers import openapi_document as quota_document
 from paddle_ext.grammars import JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH, QUANTITY_PATTERN
 from paddle_ext.quantity import LARGEST_COUNT
 from paddle_ext.server.app import PaddleCloudExtension
