@@ -53,6 +53,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from traitlets import Enum, Integer, Unicode, default
 from traitlets.config import Application
 
+from ..backends.registry import KUBERNETES, LOCAL
 from ..constants import (GPU_RESOURCE, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP, QUOTA_STORE_ENV,
                          USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import BackendUnavailable, Forbidden, NotFound, PaddleCloudError
@@ -321,7 +322,7 @@ class QuotaService(Application):
     name = "paddlecloud-quota"
     description = "PaddleCloud quota service (a JupyterHub service)"
 
-    store_kind = Enum(["local", "kubernetes"], help="Where settings live: 'local' (a JSON file, the embedded "
+    store_kind = Enum([LOCAL, KUBERNETES], help="Where settings live: 'local' (a JSON file, the embedded "
                       "default) or 'kubernetes' (a ConfigMap, plus users' ResourceQuotas). "
                       "Default: $PADDLECLOUD_QUOTA_STORE, else local.").tag(config=True)
     quota_file = Unicode(help="The local store's JSON file. Default: $PADDLECLOUD_QUOTA_FILE, "
@@ -351,7 +352,7 @@ class QuotaService(Application):
 
     @default("store_kind")
     def _default_store_kind(self):
-        return _env_default(QUOTA_STORE_ENV, "local")
+        return _env_default(QUOTA_STORE_ENV, LOCAL)
 
     @default("quota_file")
     def _default_quota_file(self):
@@ -387,7 +388,7 @@ class QuotaService(Application):
     async def setup(self) -> None:
         self.directory = HubDirectory(os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"),
                                       os.environ.get("JUPYTERHUB_API_TOKEN", ""))
-        if self.store_kind == "local":
+        if self.store_kind == LOCAL:
             self.store = LocalQuotaStore(self.quota_file)
             self.usage_source = LocalUsage(self.user_home_template, self.paddlecloud_home)
         else:
