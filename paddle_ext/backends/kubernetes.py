@@ -30,13 +30,12 @@ from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, a
 from ..jobkinds import JOB_KINDS, JobKind
 from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
                          outputs, runs_in_workspace)
-from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
-                           report, resource_quota_terms, running_jobs_cap)
+from ..quota.model import (Effective, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
+                           resource_quota_terms, running_jobs_cap)
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
-from .identity import current_user
 from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
 from .kubernetes_status import container_started, job_from_objects, max_free_gpus, pods_by_worker
@@ -85,8 +84,6 @@ class KubernetesBackend(JobBackend):
         "mount_path": "/home/jovyan"}. A job submitted from a folder on it runs there and keeps its outputs
         in paddlecloud-outputs/<job>/ beside its code; other jobs get a snapshot of their folder. Default:
         from $PADDLECLOUD_WORKSPACE_CLAIM and $PADDLECLOUD_WORKSPACE_MOUNT (set by the hub).""").tag(config=True)
-    user = Unicode(help="User name recorded on job labels and shown with the quota. Default: $JUPYTERHUB_USER, "
-                        "else the OS user.").tag(config=True)
     log_retry_seconds = Float(1.0, help="Wait between attempts to (re)attach to a worker's log.").tag(config=True)
     log_idle_check_seconds = Float(2.0, help="When a followed log is quiet this long, check whether its pod "
                                    "has stopped (some nodes keep the stream open).").tag(config=True)
@@ -99,10 +96,6 @@ class KubernetesBackend(JobBackend):
             return self.api.namespace or "default"
         except KubeConfigError:
             return "default"
-
-    @default("user")
-    def _default_user(self):
-        return current_user()
 
     @default("workspace")
     def _default_workspace(self):
@@ -187,26 +180,17 @@ class KubernetesBackend(JobBackend):
         except Forbidden:
             return None
 
-    async def preflight(self, spec: JobSpec) -> None:
-        """Refuse, with numbers, a job the namespace's ResourceQuotas cannot fit."""
+    async def quota_checks(self) -> list[tuple[Limits, dict | None]]:
+        """Each of the namespace's ResourceQuotas with the API server's own count, and the
+        running-jobs cap (the quota service's annotation; not API-server enforced)."""
         quotas = await self._resource_quotas()
         if quotas is None:
-            return  # cannot read quotas: the API server still enforces them
-        request = JobUsage.of_spec(spec)
-        checks = [resource_quota_terms(quota, self.gpu_resource) for quota in quotas]
-        cap = running_jobs_cap(quotas)  # the quota service's annotation; not API-server enforced
-        running = None
+            return []  # cannot read quotas: the API server still enforces them
+        checks: list[tuple[Limits, dict | None]] = [resource_quota_terms(quota, self.gpu_resource) for quota in quotas]
+        cap = running_jobs_cap(quotas)
         if cap is not None:
-            running = await self.running_usage()
             checks.append((Limits(running_jobs=cap), {}))
-        for limits, in_use in checks:
-            try:
-                check_fits(request, limits, running or [], in_use)
-            except QuotaExceeded:
-                if running is None:  # say which jobs hold what is missing
-                    running = await self.running_usage()
-                    check_fits(request, limits, running, in_use)
-                raise
+        return checks
 
     def outputs_note(self) -> str:
         if not self.workspace:

@@ -50,6 +50,7 @@ from tornado import web
 from traitlets import Enum, Integer, Unicode, default
 from traitlets.config import Application
 
+from ..backends.registry import KUBERNETES, LOCAL
 from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP,
                          QUOTA_STORE_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import PaddleCloudError
@@ -83,7 +84,7 @@ class QuotaService(Application):
     name = "paddlecloud-quota"
     description = "PaddleCloud quota service (a JupyterHub service)"
 
-    store_kind = Enum(["local", "kubernetes"], help="Where settings live: 'local' (a JSON file, the embedded "
+    store_kind = Enum([LOCAL, KUBERNETES], help="Where settings live: 'local' (a JSON file, the embedded "
                       "default) or 'kubernetes' (a ConfigMap, plus users' ResourceQuotas). "
                       "Default: $PADDLECLOUD_QUOTA_STORE, else local.").tag(config=True)
     quota_file = Unicode(help="The local store's JSON file. Default: $PADDLECLOUD_QUOTA_FILE, "
@@ -115,7 +116,7 @@ class QuotaService(Application):
 
     @default("store_kind")
     def _default_store_kind(self):
-        return _env_default(QUOTA_STORE_ENV, "local")
+        return _env_default(QUOTA_STORE_ENV, LOCAL)
 
     @default("quota_file")
     def _default_quota_file(self):
@@ -151,7 +152,7 @@ class QuotaService(Application):
     async def setup(self) -> None:
         self.directory = HubDirectory(os.environ.get("JUPYTERHUB_API_URL", f"http://127.0.0.1:{HUB_API_PORT}/hub/api"),
                                       os.environ.get("JUPYTERHUB_API_TOKEN", ""))
-        if self.store_kind == "local":
+        if self.store_kind == LOCAL:
             self.store = LocalQuotaStore(self.quota_file)
             self.usage_source = LocalUsage(self.user_home_template, self.paddlecloud_home)
         else:

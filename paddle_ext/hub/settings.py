@@ -19,6 +19,7 @@ from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, DEFAULT_
                          MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
 from ..jobkinds import JOB_KINDS
 from ..errors import NoNamespace
+from ..backends.registry import KUBERNETES, config_section
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage
@@ -252,7 +253,7 @@ def notebook_environment(settings: HubSettings) -> dict[str, str]:
 
     Braces are doubled: KubeSpawner expands {username}-style templates in env values."""
     env = {
-        BACKEND_ENV: "kubernetes",
+        BACKEND_ENV: KUBERNETES,
         DATASETS_ENV: json.dumps(list(settings.datasets)),
         IMAGES_ENV: json.dumps(list(settings.worker_images)),
         BACKEND_CONFIG_ENV: json.dumps(notebook_backend_config(settings), sort_keys=True),
@@ -276,7 +277,7 @@ def notebook_backend_config(settings: HubSettings) -> dict:
     options = dict(settings.job_options)
     if "ttl_seconds_after_finished" in options:
         kubernetes["ttl_seconds_after_finished"] = options.pop("ttl_seconds_after_finished")
-    config = {"KubernetesBackend": kubernetes}
+    config = {config_section(KUBERNETES): kubernetes}
     if options:
         config["JobBackend"] = options
     return config

@@ -8,7 +8,7 @@ import pytest
 from traitlets.config import Config, PyFileConfigLoader
 
 from paddle_ext import tenancy
-from paddle_ext.backends.base import make_backend
+from paddle_ext.backends.registry import make_backend
 from paddle_ext.constants import BACKEND_CONFIG_ENV
 from paddle_ext.hub.settings import (DEFAULT_PROFILES, HubSettings, notebook_backend_config, notebook_environment,
                                      profile_list, traitlets_passthrough)
