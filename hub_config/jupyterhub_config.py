@@ -15,7 +15,7 @@ this file without editing it. Each user gets:
 
 Hub-level environment:
     PADDLECLOUD_HUB_IP / PADDLECLOUD_HUB_PORT   where the proxy listens (0.0.0.0:8000)
-    PADDLECLOUD_HUB_API_IP / ..._API_PORT       the hub's own API (0.0.0.0:8081)
+    PADDLECLOUD_HUB_API_IP / ..._API_PORT       the hub's own API (0.0.0.0:HUB_API_PORT)
     PADDLECLOUD_HUB_CONNECT_URL                 how notebooks reach the hub API
     PADDLECLOUD_ADMIN_USERS                     comma-separated admin names (admin)
     PADDLECLOUD_AUTHENTICATOR_CLASS             required: e.g. generic-oauth; dummy only for trials
@@ -40,11 +40,12 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from paddle_ext import tenancy
-from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
-                                  USER_LABEL)
+from paddle_ext.constants import (HUB_API_PORT, MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
+                                  QUOTA_STORE_ENV, USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
 from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
                                      notebook_environment, profile_list, traitlets_passthrough)
+from paddle_ext.manifests import container_security_context, pod_security_context
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 try:
@@ -57,7 +58,8 @@ env = os.environ.get
 state_dir = env("PADDLECLOUD_HUB_STATE_DIR", "/srv/jupyterhub")
 os.makedirs(state_dir, exist_ok=True)
 c.JupyterHub.bind_url = f"http://{env('PADDLECLOUD_HUB_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_PORT', '8000')}"
-c.JupyterHub.hub_bind_url = f"http://{env('PADDLECLOUD_HUB_API_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_API_PORT', '8081')}"
+c.JupyterHub.hub_bind_url = (f"http://{env('PADDLECLOUD_HUB_API_IP', '0.0.0.0')}"
+                             f":{env('PADDLECLOUD_HUB_API_PORT', str(HUB_API_PORT))}")
 if env("PADDLECLOUD_PROXY_API_URL"):  # a proxy pod of its own (the Helm chart): do not start one
     c.ConfigurableHTTPProxy.should_start = False
     c.ConfigurableHTTPProxy.api_url = env("PADDLECLOUD_PROXY_API_URL")
@@ -110,14 +112,9 @@ c.KubeSpawner.environment = notebook_environment(settings)
 c.KubeSpawner.start_timeout = 600  # first pulls of a GPU image are slow
 c.KubeSpawner.http_timeout = 120
 
-# Pod Security `restricted`: non-root, no privilege escalation, no capabilities, seccomp.
-c.KubeSpawner.uid = 1000
-c.KubeSpawner.gid = 100
-c.KubeSpawner.fs_gid = 100
-c.KubeSpawner.allow_privilege_escalation = False
-c.KubeSpawner.container_security_context = {
-    "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-c.KubeSpawner.pod_security_context = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+# Pod Security `restricted`, the user and group of every pod we run (jobs' too).
+c.KubeSpawner.pod_security_context = pod_security_context()
+c.KubeSpawner.container_security_context = container_security_context()
 
 # Home: one PVC per user, kept when the server stops.
 c.KubeSpawner.storage_pvc_ensure = True
@@ -149,7 +146,7 @@ configure_quota_service(
     listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
                  NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template},
-    args=[f"--QuotaService.gpu_resource={settings.gpu_resource}"],
+    args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
     admin_users=c.Authenticator.admin_users)
 
 # --- Passthrough: the admin's own traitlets config (the chart's hub.config), applied last -----------

@@ -56,7 +56,9 @@ def _count(text: str) -> int:
 
 
 def add_backend_options(parser: argparse.ArgumentParser, default) -> None:
-    parser.add_argument("--backend", choices=["local", "kubernetes"], default=default,
+    from .backends.registry import backend_names
+
+    parser.add_argument("--backend", choices=backend_names(), default=default,
                         help="where jobs run (default: $PADDLECLOUD_BACKEND, else kubernetes in a cluster, else local)")
     parser.add_argument("--namespace", default=default,
                         help="Kubernetes namespace (default: the kubeconfig context's)")

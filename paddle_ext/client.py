@@ -18,7 +18,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Mapping
 
-from .backends.base import JobBackend, make_backend
+from .backends.base import JobBackend
+from .backends.registry import make_backend
 from .jobs import Job
 from .loglines import chunk_lines
 from .spec import JobSpec

@@ -34,6 +34,13 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCE = "nvidia.com/gpu"  # the default; every setting that names it is configurable
 CONTAINER_NAME = "paddle"  # Kubeflow's PaddleJob requires this name
 MASTER_PORT = 36789
+HUB_API_PORT = 8081  # the hub's own API (JupyterHub's default); the chart's pc.hubApiPort is checked equal
+# Who every pod we run is: notebooks, jobs, the hub and its proxy. The images' user (uid
+# 1000, primary group 100 "users", as Jupyter's docker-stacks), so the files notebooks and
+# jobs write in a shared home carry one owner and one group (manifests.pod_security_context).
+RUN_AS_USER = 1000
+RUN_AS_GROUP = 100
+DEFAULT_JOB_KIND = "job"  # of paddle_ext.jobkinds.JOB_KINDS: an Indexed Job, no operator needed
 
 QUOTA_NAME = "paddlecloud-quota"  # the ResourceQuota in each user namespace
 LIMIT_RANGE_NAME = "paddlecloud-defaults"

@@ -83,3 +83,13 @@ class BackendUnavailable(PaddleCloudError):
 
     code = "backend_unavailable"
     status = 503
+
+
+class NoNamespace(BackendUnavailable):
+    """No Kubernetes namespace name can be made for a user from the namespace template,
+    so their jobs and quota cannot be reached."""
+
+    def __init__(self, username: str, name: str, template: str):
+        super().__init__(f"No namespace name can be made for user '{username}': '{name}' (from the template "
+                         f"'{template}') is not a valid namespace name.")
+        self.username = username

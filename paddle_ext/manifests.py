@@ -3,17 +3,19 @@
 Default kind: a headless Service plus an Indexed `batch/v1` Job of the same name.
 Pods set `subdomain` to the Service, so worker i is `<job>-<i>.<job>` in DNS and
 worker 0 hosts Paddle's master. Optional kind: Kubeflow's `kubeflow.org/v1`
-PaddleJob (training-operator 1.9), which sets the master itself.
+PaddleJob (training-operator 1.9), which sets the master itself. Which kind a site
+uses, and all else about each kind, is in `jobkinds`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
-from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME,
-                        FAILED_ANNOTATION, GPU_RESOURCE, JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY,
-                        MANAGED_BY_LABEL, MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
+from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
+                        JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
+                        MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
+from .constants import RUN_AS_GROUP, RUN_AS_USER
 from .jobs import outputs_record
 from .launch import launch_argv
 from .spec import JobSpec
@@ -40,7 +42,7 @@ class ManifestSettings:
 
     namespace: str
     image: str
-    kind: str = "job"  # "job" or "paddlejob"
+    kind: str = DEFAULT_JOB_KIND  # a name in jobkinds.JOB_KINDS
     user: str = ""
     master_port: int = MASTER_PORT
     gpu_resource: str = GPU_RESOURCE
@@ -49,7 +51,7 @@ class ManifestSettings:
     gpu_tolerations: tuple[dict, ...] = ()
     ttl_seconds_after_finished: int | None = None
     queue_name: str = ""
-    run_as_user: int = 1000
+    run_as_user: int = RUN_AS_USER
     service_account: str = ""
     pod_annotations: tuple[tuple[str, str], ...] = ()
     workdir: str = ""  # the folder the job runs in, the same absolute path as in the notebook
@@ -143,17 +145,21 @@ def dataset_volumes(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
     return catalogue_volumes(spec.datasets, settings.datasets)
 
 
-def pod_security_context(settings: ManifestSettings) -> dict:
+def pod_security_context(run_as_user: int = RUN_AS_USER) -> dict:
+    """Every pod we run (jobs, notebooks, the hub and its proxy: the chart's pc.podSecurityContext
+    is checked equal), as Pod Security "restricted" requires. One group for all of them, the
+    images' (see RUN_AS_GROUP): what a job writes in the shared home stays the notebook's to edit."""
     return {
         "runAsNonRoot": True,
-        "runAsUser": settings.run_as_user,
-        "runAsGroup": settings.run_as_user,
-        "fsGroup": settings.run_as_user,
+        "runAsUser": run_as_user,
+        "runAsGroup": RUN_AS_GROUP,
+        "fsGroup": RUN_AS_GROUP,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
 
 def container_security_context() -> dict:
+    """Every container we run (the chart's pc.containerSecurityContext is checked equal)."""
     return {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},
@@ -252,7 +258,7 @@ def pod_spec(spec: JobSpec, settings: ManifestSettings, command: list[str], with
         container["workingDir"] = settings.workdir
     pod = {
         "restartPolicy": "Never",
-        "securityContext": pod_security_context(settings),
+        "securityContext": pod_security_context(settings.run_as_user),
         "containers": [container],
         "volumes": volumes,
         "enableServiceLinks": False,
@@ -357,35 +363,3 @@ def indexed_job_objects(spec: JobSpec, settings: ManifestSettings, annotations: 
 def paddle_job_objects(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> list[dict]:
     return [paddle_job(spec, settings, annotations)]
 
-
-@dataclasses.dataclass(frozen=True)
-class JobKind:
-    """How one kind of job lives in the API: where it is, what to create, how to suspend it."""
-
-    name: str
-    api_version: str
-    plural: str
-    build: Callable[[JobSpec, ManifestSettings, dict | None], list[dict]]
-    with_service: bool  # the headless Service is created apart and made owned by the job
-
-    def suspend_patch(self, cancelled_at: str) -> dict:
-        """A merge patch that marks the job cancelled and stops it from making pods."""
-        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": self._suspend()}
-
-    def fail_patch(self, message: str) -> dict:
-        """A merge patch that marks the job failed (with why) and stops it from making pods."""
-        return {"metadata": {"annotations": {FAILED_ANNOTATION: message}}, "spec": self._suspend()}
-
-    def _suspend(self) -> dict:
-        return {"runPolicy": {"suspend": True}} if self.name == "paddlejob" else {"suspend": True}
-
-
-JOB_KINDS = {
-    "job": JobKind("job", "batch/v1", "jobs", indexed_job_objects, with_service=True),
-    "paddlejob": JobKind("paddlejob", "kubeflow.org/v1", "paddlejobs", paddle_job_objects, with_service=False),
-}
-
-
-def job_objects(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> list[dict]:
-    """Everything to create for a job, in creation order (the code's ConfigMap apart)."""
-    return JOB_KINDS[settings.kind].build(spec, settings, annotations)

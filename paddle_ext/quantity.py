@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal, InvalidOperation, localcontext
 
-# Kubernetes' grammar, without a sign.
-QUANTITY_PATTERN = re.compile(
-    r"(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?"
-)
-# Exponents beyond this are out of any range (the API server itself stalls on
-# "1e9999999999" instead of refusing it).
-MAX_EXPONENT_DIGITS = 3
+from .grammars import MAX_EXPONENT_DIGITS, QUANTITY_PATTERN  # noqa: F401 (QUANTITY_PATTERN: re-exported)
+
 _SUFFIX_FACTORS = {
     None: Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
     "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
@@ -32,12 +26,11 @@ def parse_quantity(text: str) -> Decimal:
     match = QUANTITY_PATTERN.fullmatch(str(text).strip())
     if not match:
         raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)")
-    digits = match["number"]
+    digits, suffix = match.groups()
     try:
         number = Decimal(digits)
     except InvalidOperation as exc:
         raise ValueError(f"'{text}' is not a Kubernetes quantity") from exc
-    suffix = match["suffix"]
     with localcontext() as exact:
         exact.prec = len(digits) + 40  # room for every digit times the largest factor: no rounding
         if suffix in _SUFFIX_FACTORS:

@@ -11,13 +11,9 @@ from typing import Any, Mapping
 from .constants import COMPLETION_INDEX_ENV, JOB_NAME_ENV, LAUNCHER_ENV, OUTPUT_DIR_ENV
 from .constants import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS  # noqa: F401 (re-exported)
 from .errors import SpecError
+from .grammars import ENV_NAME_PATTERN, JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH
 from .quantity import LARGEST_COUNT, check_quantity, parse_quantity  # noqa: F401 (parse_quantity: re-exported)
 
-# Job names become Kubernetes object names, pod hostnames (<job>-<i>) and a Service
-# name, so they follow RFC 1035 labels and leave room for the worker suffix.
-NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
-MAX_NAME_LENGTH = 50
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 DATASET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 # Environment variables every worker gets from us or that rewire Paddle's launcher.
 RESERVED_ENV = frozenset((JOB_NAME_ENV, OUTPUT_DIR_ENV, COMPLETION_INDEX_ENV, *LAUNCHER_ENV))
@@ -62,7 +58,7 @@ def generate_name(command: tuple[str, ...] = ()) -> str:
 
 def is_job_name(value: Any) -> bool:
     """A name a job could have (anything else, e.g. from a URL, names no job)."""
-    return isinstance(value, str) and len(value) <= MAX_NAME_LENGTH and bool(NAME_PATTERN.match(value))
+    return isinstance(value, str) and len(value) <= MAX_JOB_NAME_LENGTH and bool(JOB_NAME_PATTERN.fullmatch(value))
 
 
 def is_whole_number(value: Any) -> bool:
@@ -74,9 +70,9 @@ def _check_name(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         return "must be a string"
-    if len(value) > MAX_NAME_LENGTH:
-        return f"must be at most {MAX_NAME_LENGTH} characters (got {len(value)})"
-    if not NAME_PATTERN.match(value):
+    if len(value) > MAX_JOB_NAME_LENGTH:
+        return f"must be at most {MAX_JOB_NAME_LENGTH} characters (got {len(value)})"
+    if not JOB_NAME_PATTERN.fullmatch(value):
         return (
             "must use only lowercase letters, digits and '-', start with a letter "
             f"and end with a letter or digit (got '{value}')"
@@ -164,7 +160,7 @@ def _check_env(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return "must be a mapping of variable names to string values"
     for key, item in value.items():
-        if not isinstance(key, str) or not ENV_NAME_PATTERN.match(key):
+        if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
             return f"{key!r} is not a valid environment variable name"
         if key in RESERVED_ENV:
             return f"{key} is set by PaddleCloud or read by Paddle's launcher; choose another name"

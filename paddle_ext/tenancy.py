@@ -7,15 +7,13 @@ read their pods, logs, services and events in its own namespace only.
 
 from __future__ import annotations
 
-from .constants import (GPU_RESOURCE, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
+from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
                         NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
+from .jobkinds import JOB_KINDS, NOTEBOOK_JOB_VERBS
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
 NOTEBOOK_RULES = (
-    {"apiGroups": ["batch"], "resources": ["jobs"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-    {"apiGroups": ["kubeflow.org"], "resources": ["paddlejobs"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    *(kind.rule(NOTEBOOK_JOB_VERBS) for kind in JOB_KINDS.values()),
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete", "deletecollection"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get", "list"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
@@ -124,7 +122,7 @@ NETWORK_POLICY_NAMES = ("paddlecloud-notebook-ingress", "paddlecloud-pods-ingres
 
 
 def user_network_policies(ns: str, hub_namespace: str, hub_pod_labels: dict, proxy_pod_labels: dict | None = None,
-                          api_server: list | tuple = (), hub_api_port: int = 8081, egress: list | tuple = ()
+                          api_server: list | tuple = (), hub_api_port: int = HUB_API_PORT, egress: list | tuple = ()
                           ) -> list[dict]:
     """NetworkPolicies of a user namespace:
     - nothing reaches the notebook pod but the proxy and the hub (its port only);

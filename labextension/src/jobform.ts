@@ -42,9 +42,10 @@ export interface IFormValues {
 /** Field -> what is wrong with it. Keys outside FORM_FIELDS (e.g. `spec`) are about the whole job. */
 export type FieldErrors = Record<string, string>;
 
+// The grammars of `paddle_ext/grammars.json` (test/grammars.spec.ts checks they are the same).
 export const NAME_PATTERN = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 export const MAX_NAME_LENGTH = 50;
-const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const WHOLE_NUMBER = /^\s*-?[0-9]+\s*$/;
 
 export function initialValues(options: IOptions): IFormValues {

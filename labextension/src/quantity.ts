@@ -1,11 +1,14 @@
 /**
  * Kubernetes resource quantities ("500m", "4Gi", "2", "1e3"), parsed exactly as the
- * server's `paddle_ext/quantity.py` does (same pattern, same message), into exact
+ * server's `paddle_ext/quantity.py` does (same grammar, same messages), into exact
  * fractions so that "16000m" and "16" compare equal.
  */
 
-const PATTERN =
-  /^(?<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$/;
+/** The grammar of `paddle_ext/grammars.json` (test/grammars.spec.ts checks they are the same). */
+export const QUANTITY_PATTERN =
+  /^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$/;
+/** Exponents beyond this are out of any range (and would take the browser minutes to expand). */
+export const MAX_EXPONENT_DIGITS = 3;
 
 const TEN = BigInt(10);
 const TWO = BigInt(2);
@@ -23,14 +26,14 @@ export class QuantityError extends Error {}
 
 /** Parse a quantity; throws QuantityError with the server's sentence when it is not one. */
 export function parseQuantity(text: string): IAmount {
-  const match = PATTERN.exec(text.trim());
-  if (!match || !match.groups) {
+  const match = QUANTITY_PATTERN.exec(text.trim());
+  if (!match) {
     throw new QuantityError(`'${text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)`);
   }
-  const [whole, fraction = ''] = match.groups.number.split('.');
+  const [, number, suffix] = match;
+  const [whole, fraction = ''] = number.split('.');
   let num = BigInt((whole || '0') + fraction);
   let den = TEN ** BigInt(fraction.length);
-  const suffix = match.groups.suffix;
   if (suffix) {
     let exponent: number;
     if (suffix in BINARY_EXPONENTS) {
@@ -39,6 +42,9 @@ export function parseQuantity(text: string): IAmount {
     } else if (suffix in DECIMAL_EXPONENTS) {
       exponent = DECIMAL_EXPONENTS[suffix];
     } else {
+      if (suffix.slice(1).replace(/^[-+]/, '').replace(/^0+/, '').length > MAX_EXPONENT_DIGITS) {
+        throw new QuantityError(`'${text}' is out of the range of Kubernetes quantities`);
+      }
       exponent = Number(suffix.slice(1)); // e3, E-2
     }
     if (exponent >= 0) {

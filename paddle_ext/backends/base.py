@@ -16,21 +16,24 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import Config, LoggingConfigurable
 
-from ..constants import BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, IMAGES_ENV, in_cluster
-from ..errors import InvalidRequest, NotFound, PaddleCloudError
+from ..constants import BACKEND_CONFIG_ENV, DATASETS_ENV, IMAGES_ENV
+from ..errors import InvalidRequest, NotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
 from ..loglines import FrameworkFilter, chunk_lines, lines_chunk, prefix_chunk
 from ..spec import JobSpec
 from ..workspace import DEFAULT_MAX_BYTES
+from .identity import current_user
 
 if TYPE_CHECKING:
     from ..metrics import MetricsPage
     from ..options import JobOptions
-    from ..quota.model import JobUsage, QuotaReport
+    from ..quota.model import JobUsage, Limits, QuotaReport
 
 
 class JobBackend(LoggingConfigurable):
-    """Base class. Subclasses implement submit/list/get/cancel/worker_log_chunks/quota."""
+    """Base class. Subclasses implement submit/list/get/cancel/worker_log_chunks/quota
+    and say which limits a submit must fit (quota_checks). Make one with
+    `paddle_ext.backends.registry.make_backend`."""
 
     name = "base"
     # Reading a whole merged log, how many workers after the one being printed are read at
@@ -58,6 +61,23 @@ class JobBackend(LoggingConfigurable):
     code_max_bytes = Integer(DEFAULT_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
         Kubernetes without a shared workspace the snapshot travels in a ConfigMap, which holds at most
         1 MiB; a bigger folder is refused, naming its largest files.""").tag(config=True)
+
+    user = Unicode(help="Whose jobs and quota these are: recorded on Kubernetes job labels, shown with the "
+                        "quota. Default: $JUPYTERHUB_USER, else the OS user.").tag(config=True)
+
+    @classmethod
+    def with_site_config(cls, **kwargs: Any) -> JobBackend:
+        """This backend with the hub's settings for it ($PADDLECLOUD_BACKEND_CONFIG) under the
+        caller's own config (`config`, else its `parent`'s), which wins."""
+        parent = kwargs.get("parent")
+        config = site_config(kwargs.get("config") or (parent.config if parent is not None else None))
+        if config is not None:
+            kwargs["config"] = config
+        return cls(**kwargs)
+
+    @default("user")
+    def _default_user(self):
+        return current_user()
 
     @default("images")
     def _default_images(self):
@@ -166,6 +186,31 @@ class JobBackend(LoggingConfigurable):
     async def quota(self) -> QuotaReport:
         """The current user's limits, usage and GPU-hours."""
         raise NotImplementedError
+
+    async def quota_checks(self) -> list[tuple[Limits, dict | None]]:
+        """The limits a new job must fit, each with what is in use against it (None: what the
+        user's running jobs hold; else the backend's own count, e.g. a ResourceQuota's).
+        None at all: no limits."""
+        return []
+
+    async def preflight(self, spec: JobSpec) -> None:
+        """Refuse, with numbers, a job that does not fit the user's quota next to their running
+        jobs (quota_checks). The running jobs are read only when a check needs them, or
+        to name in the refusal the jobs that hold what is missing."""
+        from ..quota.model import JobUsage, check_fits
+
+        request = JobUsage.of_spec(spec)
+        running = None
+        for limits, in_use in await self.quota_checks():
+            if running is None and (in_use is None or limits.running_jobs is not None):
+                running = await self.running_usage()
+            try:
+                check_fits(request, limits, running or [], in_use)
+            except QuotaExceeded:
+                if running is None:
+                    running = await self.running_usage()
+                    check_fits(request, limits, running, in_use)
+                raise
 
     async def running_usage(self) -> list[JobUsage]:
         """What each unfinished job holds, for quota checks and messages."""
@@ -290,11 +335,6 @@ def json_env(name: str, fallback):
         raise ValueError(f"${name} is not valid JSON: {exc}") from exc
 
 
-def default_backend_name() -> str:
-    """PADDLECLOUD_BACKEND, else `kubernetes` inside a cluster, else `local`."""
-    return os.environ.get(BACKEND_ENV) or ("kubernetes" if in_cluster() else "local")
-
-
 def site_config(own: Config | None = None) -> Config | None:
     """The hub's settings for this backend ($PADDLECLOUD_BACKEND_CONFIG, traitlets config as
     JSON) under `own` config (a server's own config wins); None when the hub set none."""
@@ -307,20 +347,3 @@ def site_config(own: Config | None = None) -> Config | None:
     if own is not None:
         config.merge(own)
     return config
-
-
-def make_backend(name: str | None = None, **kwargs: Any) -> JobBackend:
-    name = name or default_backend_name()
-    parent = kwargs.get("parent")
-    config = site_config(kwargs.get("config") or (parent.config if parent is not None else None))
-    if config is not None:
-        kwargs["config"] = config
-    if name == "local":
-        from .local import LocalBackend
-
-        return LocalBackend(**kwargs)
-    if name == "kubernetes":
-        from .kubernetes import KubernetesBackend
-
-        return KubernetesBackend(**kwargs)
-    raise ValueError(f"unknown backend '{name}' (choose local or kubernetes)")

@@ -2,6 +2,7 @@
 
 Objects come from `paddle_ext.manifests` (pure), states from `kubernetes_status`
 (pure); this module is the I/O between them and the API server (`paddle_ext.kubeapi`).
+Worker logs are read and followed in `kubernetes_logs`.
 API errors are neutral inside; `_call` turns them into errors users understand, and
 the few that mean something specific (a job that is not there, a name that is taken)
 are caught where they happen.
@@ -15,31 +16,29 @@ import contextlib
 import dataclasses
 import json
 import os
-import time
 from decimal import Decimal
 from typing import Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, CONTAINER_NAME, FAILED_ANNOTATION, GPU_RESOURCE,
-                         JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
+                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
-from ..loglines import LineSplitter, split_chunk
-from ..manifests import (CODE_KEY, JOB_KINDS, NO_OUTPUTS_NOTE, JobKind, ManifestSettings, code_configmap,
-                         jobs_selector, label_selector, outputs, runs_in_workspace)
-from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, check_fits, parse_quota_rejection, quota_sources,
-                           report, resource_quota_terms, running_jobs_cap)
+from ..jobkinds import JOB_KINDS, JobKind
+from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
+                         outputs, runs_in_workspace)
+from ..quota.model import (Effective, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
+                           resource_quota_terms, running_jobs_cap)
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
-from .identity import current_user
+from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
-from .kubernetes_status import (has_failed, has_finished, has_succeeded, job_from_objects, max_free_gpus,
-                                pods_by_worker)
+from .kubernetes_status import container_started, job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
@@ -66,8 +65,8 @@ class KubernetesBackend(JobBackend):
                              "else the kubeconfig context's, else 'default'.").tag(config=True)
     kubeconfig = Unicode("", help="Kubeconfig file outside a cluster. Default: $KUBECONFIG or ~/.kube/config.").tag(config=True)
     context = Unicode("", help="Kubeconfig context; empty for the current one.").tag(config=True)
-    job_kind = Enum(list(JOB_KINDS), "job", help="'job': an Indexed batch/v1 Job + headless Service "
-                    "(any cluster); 'paddlejob': a Kubeflow training-operator PaddleJob.").tag(config=True)
+    job_kind = Enum(list(JOB_KINDS), DEFAULT_JOB_KIND, help="; ".join(
+        f"'{kind.name}': {kind.description}" for kind in JOB_KINDS.values()) + ".").tag(config=True)
     image = Unicode(DEFAULT_WORKER_IMAGE, help="Image when the spec names none and no images are listed.").tag(config=True)
     master_port = Integer(MASTER_PORT, help="Port of Paddle's master on worker 0.").tag(config=True)
     # In a notebook the hub sets these three from its own settings ($PADDLECLOUD_BACKEND_CONFIG).
@@ -77,7 +76,7 @@ class KubernetesBackend(JobBackend):
     ttl_seconds_after_finished = Integer(7 * 24 * 3600, allow_none=True,
                                          help="Delete finished jobs after this many seconds (None keeps them).").tag(config=True)
     queue_name = Unicode("", help="Kueue LocalQueue to submit to; empty: no Kueue.").tag(config=True)
-    run_as_user = Integer(1000, help="UID the worker containers run as (non-root).").tag(config=True)
+    run_as_user = Integer(ManifestSettings.run_as_user, help="UID the worker containers run as (non-root).").tag(config=True)
     service_account = Unicode("", help="Service account of worker pods; empty for the namespace default.").tag(config=True)
     pod_annotations = Dict(help="Extra annotations on every worker pod.").tag(config=True)
     workspace = Dict(help="""A shared (ReadWriteMany) volume that notebooks and jobs both mount, e.g. the users'
@@ -85,8 +84,6 @@ class KubernetesBackend(JobBackend):
         "mount_path": "/home/jovyan"}. A job submitted from a folder on it runs there and keeps its outputs
         in paddlecloud-outputs/<job>/ beside its code; other jobs get a snapshot of their folder. Default:
         from $PADDLECLOUD_WORKSPACE_CLAIM and $PADDLECLOUD_WORKSPACE_MOUNT (set by the hub).""").tag(config=True)
-    user = Unicode(help="User name recorded on job labels and shown with the quota. Default: $JUPYTERHUB_USER, "
-                        "else the OS user.").tag(config=True)
     log_retry_seconds = Float(1.0, help="Wait between attempts to (re)attach to a worker's log.").tag(config=True)
     log_idle_check_seconds = Float(2.0, help="When a followed log is quiet this long, check whether its pod "
                                    "has stopped (some nodes keep the stream open).").tag(config=True)
@@ -99,10 +96,6 @@ class KubernetesBackend(JobBackend):
             return self.api.namespace or "default"
         except KubeConfigError:
             return "default"
-
-    @default("user")
-    def _default_user(self):
-        return current_user()
 
     @default("workspace")
     def _default_workspace(self):
@@ -187,26 +180,17 @@ class KubernetesBackend(JobBackend):
         except Forbidden:
             return None
 
-    async def preflight(self, spec: JobSpec) -> None:
-        """Refuse, with numbers, a job the namespace's ResourceQuotas cannot fit."""
+    async def quota_checks(self) -> list[tuple[Limits, dict | None]]:
+        """Each of the namespace's ResourceQuotas with the API server's own count, and the
+        running-jobs cap (the quota service's annotation; not API-server enforced)."""
         quotas = await self._resource_quotas()
         if quotas is None:
-            return  # cannot read quotas: the API server still enforces them
-        request = JobUsage.of_spec(spec)
-        checks = [resource_quota_terms(quota, self.gpu_resource) for quota in quotas]
-        cap = running_jobs_cap(quotas)  # the quota service's annotation; not API-server enforced
-        running = None
+            return []  # cannot read quotas: the API server still enforces them
+        checks: list[tuple[Limits, dict | None]] = [resource_quota_terms(quota, self.gpu_resource) for quota in quotas]
+        cap = running_jobs_cap(quotas)
         if cap is not None:
-            running = await self.running_usage()
             checks.append((Limits(running_jobs=cap), {}))
-        for limits, in_use in checks:
-            try:
-                check_fits(request, limits, running or [], in_use)
-            except QuotaExceeded:
-                if running is None:  # say which jobs hold what is missing
-                    running = await self.running_usage()
-                    check_fits(request, limits, running, in_use)
-                raise
+        return checks
 
     def outputs_note(self) -> str:
         if not self.workspace:
@@ -256,7 +240,7 @@ class KubernetesBackend(JobBackend):
             raise
         self.log.info("Submitted job %s/%s with %d workers (code %s)", self.namespace, spec.name, spec.workers,
                       code.digest)
-        return job_from_objects(job, [], [], gpu_resource=self.gpu_resource)
+        return job_from_objects(job, [], [], kind=self.kind, gpu_resource=self.gpu_resource)
 
     async def code_archive(self, name: str) -> bytes:
         job = await self.get(name)
@@ -335,18 +319,18 @@ class KubernetesBackend(JobBackend):
         annotations = _annotations(job)
         if CANCELLED_ANNOTATION in annotations or FAILED_ANNOTATION in annotations:
             return []
-        if has_finished(job):
-            if not has_failed(job):
+        if self.kind.has_finished(job):
+            if not self.kind.has_failed(job):
                 return []
             found = await asyncio.gather(self._events(fieldSelector=f"involvedObject.name={name}"),
                                          self._events(fieldSelector="reason=Killing"))
             return [event for events in found for event in events]
         workers = pods_by_worker(pods)
         wanted = []
-        if len(workers) < _worker_count(job) or (job.get("spec") or {}).get("suspend"):
+        if len(workers) < _worker_count(self.kind, job) or self.kind.is_suspended(job):
             wanted.append(name)
         starting = [pod["metadata"]["name"] for pod in workers.values()
-                    if (pod.get("spec") or {}).get("nodeName") and not _container_started(pod)
+                    if (pod.get("spec") or {}).get("nodeName") and not container_started(pod)
                     and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         if len(starting) > 4:  # many pods starting at once: one list is cheaper than a request each
             return await self._events()
@@ -374,7 +358,8 @@ class KubernetesBackend(JobBackend):
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()
             if free is not None:
-                result = job_from_objects(job, pods, events, max_free_gpus=free, gpu_resource=self.gpu_resource)
+                result = job_from_objects(job, pods, events, kind=self.kind, max_free_gpus=free,
+                                          gpu_resource=self.gpu_resource)
         return result
 
     async def list(self) -> list[Job]:
@@ -382,13 +367,13 @@ class KubernetesBackend(JobBackend):
         # A job Kubernetes reports succeeded says all a listing shows of its workers (each
         # exited 0): only the other jobs' pods are read, which saves most of the bytes (and
         # the JSON decoding) of a namespace with a long history.
-        open_jobs = [job["metadata"]["name"] for job in items if not has_succeeded(job)]
+        open_jobs = [job["metadata"]["name"] for job in items if not self.kind.has_succeeded(job)]
         pods = await self._pods(jobs_selector(open_jobs)) if open_jobs else []
         by_job: dict[str, list[dict]] = {}
         for pod in pods:
             by_job.setdefault((pod["metadata"].get("labels") or {}).get(JOB_LABEL, ""), []).append(pod)
         refusals: dict[str, list[dict]] = {}
-        if any(not by_job.get(job["metadata"]["name"]) and not has_finished(job) for job in items):
+        if any(not by_job.get(job["metadata"]["name"]) and not self.kind.has_finished(job) for job in items):
             for event in await self._failed_creations():  # one request, only when a job has no pods
                 refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
         result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
@@ -405,8 +390,9 @@ class KubernetesBackend(JobBackend):
     async def _settle(self, job: dict, pods: list[dict], events: list[dict]) -> Job:
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
-        result = job_from_objects(job, pods, events, gpu_resource=self.gpu_resource)
-        if result.phase == Phase.FAILED and not has_finished(job) and FAILED_ANNOTATION not in _annotations(job):
+        result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource)
+        if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
+                and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))
             self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
         return result
@@ -431,132 +417,14 @@ class KubernetesBackend(JobBackend):
 
     # ------------------------------------------------------------ logs
 
-    async def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
-        """One worker's log. Following re-attaches when the stream drops or the pod is
-        replaced, never repeating a line, and ends once the job has finished."""
-        name = job.name
-        seen: dict[str, int] = {}  # pod uid -> lines of its log already yielded
-        tailed: set[str] = set()  # pods first read with a tail: line counts are not offsets
-        complete: set[str] = set()  # pods read to the end after they stopped
-        while True:
-            pods = await self._patiently(lambda: self._pods(label_selector(name)))
-            pod = pods_by_worker(pods).get(index)
-            started = pod is not None and _container_started(pod)
-            if started and pod["metadata"]["uid"] not in complete:
-                stopped = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-                uid = pod["metadata"]["uid"]
-                if uid not in seen:
-                    read_tail = tail
-                    if tail is not None:
-                        tailed.add(uid)
-                else:
-                    read_tail = 0 if uid in tailed else None  # re-attach: only what is new
-                skip = 0 if uid in tailed else seen.get(uid, 0)
-                count = 0
-                seen.setdefault(uid, 0)
-                try:
-                    async for chunk in self._pod_log_chunks(pod["metadata"]["name"], follow, read_tail):
-                        lines = chunk.count(b"\n")
-                        if count + lines > skip:
-                            chunk = split_chunk(chunk, skip - count)
-                            seen[uid] = count + lines
-                            count += lines
-                            yield chunk
-                        else:
-                            count += lines
-                    if stopped:
-                        complete.add(uid)
-                except KubeApiError as exc:
-                    # 404: the pod went away between listing and reading; 400: its container
-                    # is not ready to serve logs yet (just replaced or starting). Look again.
-                    self.log.debug("Logs of %s worker %d not available yet: %s", name, index, exc.message)
-            if not follow:
-                return
-            current = await self._patiently(lambda: self.get(name))
-            if current.done and (started or pod is None):
-                return
-            await asyncio.sleep(self.log_retry_seconds)
-
-    async def _patiently(self, call):
-        """`call()`, tried again while the API server cannot be reached (e.g. it restarts),
-        for up to log_reconnect_seconds: a follower outlives a restart, losing nothing."""
-        deadline = time.monotonic() + self.log_reconnect_seconds
-        while True:
-            try:
-                return await call()
-            except BackendUnavailable as exc:
-                if time.monotonic() > deadline:
-                    raise
-                self.log.debug("API server unavailable while following logs (%s); trying again", exc.message)
-                await asyncio.sleep(self.log_retry_seconds)
-
-    async def _pod_log_chunks(self, pod_name: str, follow: bool, tail: int | None) -> AsyncIterator[bytes]:
-        """One pod's log in pieces of whole lines. A follow ends at end of stream, or when
-        the pod has stopped and nothing came for a while (not every node closes the stream)."""
-        params = {"container": CONTAINER_NAME, "follow": follow, "tailLines": tail}
-        path = self._path("pods", pod_name, subresource="log")
-        if not follow:
-            lines = LineSplitter()
-            try:
-                async for data in self.api.stream(path, params):
-                    if whole := lines.feed(data):
-                        yield whole
-            except KubeUnreachable as exc:  # a log cut short must not look complete
-                raise BackendUnavailable(f"{exc} (while reading the log of pod {pod_name})") from exc
-            if last := lines.end():
-                yield last
-            return
-        pieces: asyncio.Queue = asyncio.Queue(maxsize=256)
-        end = object()
-        loop = asyncio.get_running_loop()
-        last_data = loop.time()
-
-        async def read():
-            nonlocal last_data
-            lines = LineSplitter()
-            try:
-                async for data in self.api.stream(path, params):
-                    last_data = loop.time()
-                    if whole := lines.feed(data):
-                        await pieces.put(whole)
-                if last := lines.end():
-                    await pieces.put(last)
-            except (KubeApiError, KubeUnreachable) as exc:
-                await pieces.put(exc)
-            finally:
-                await pieces.put(end)
-
-        async def watch():
-            idle = self.log_idle_check_seconds
-            while True:
-                await asyncio.sleep(max(idle - (loop.time() - last_data), 0.05))
-                if loop.time() - last_data >= idle and await self._pod_stopped(pod_name):
-                    await pieces.put(end)
-                    return
-
-        reader, watcher = asyncio.ensure_future(read()), asyncio.ensure_future(watch())
-        try:
-            while True:
-                item = await pieces.get()
-                if item is end:
-                    return
-                if isinstance(item, KubeApiError):
-                    raise item
-                if isinstance(item, KubeUnreachable):
-                    self.log.debug("Log stream of %s ended: %s", pod_name, item)  # the caller re-attaches
-                    return
-                yield item
-        finally:
-            reader.cancel()
-            watcher.cancel()
-
-    async def _pod_stopped(self, pod_name: str) -> bool:
-        try:
-            pod = await self._call("read pods", "get", self._path("pods", pod_name), expect=(404,))
-        except KubeApiError:
-            return True
-        return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or \
-            bool(pod["metadata"].get("deletionTimestamp"))
+    def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+        """One worker's log (`WorkerLogs`)."""
+        logs = WorkerLogs(namespace=self.namespace, pods=self._pods, job_state=self.get, call=self._call,
+                          stream=lambda path, params: self.api.stream(path, params),  # credentials on first use
+                          log=self.log, retry_seconds=self.log_retry_seconds,
+                          idle_check_seconds=self.log_idle_check_seconds,
+                          reconnect_seconds=self.log_reconnect_seconds)
+        return logs.worker_log_chunks(job, index, tail, follow)
 
     # ------------------------------------------------------------ quota
 
@@ -586,10 +454,10 @@ def _annotations(obj: dict) -> dict:
     return (obj.get("metadata") or {}).get("annotations") or {}
 
 
-def _worker_count(job: dict) -> int:
-    """How many workers the job has (its recorded spec, else the Job's completions)."""
+def _worker_count(kind: JobKind, job: dict) -> int:
+    """How many workers the job has (its recorded spec, else its object's count)."""
     spec = _json_object(_annotations(job).get(SPEC_ANNOTATION))
-    return int(spec.get("workers") or (job.get("spec") or {}).get("completions") or 1)
+    return int(spec.get("workers") or kind.workers(job) or 1)
 
 
 def _json_object(text: str | None) -> dict:
@@ -598,11 +466,3 @@ def _json_object(text: str | None) -> dict:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def _container_started(pod: dict) -> bool:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    if not statuses:
-        return False
-    state = statuses[0].get("state") or {}
-    return "running" in state or "terminated" in state

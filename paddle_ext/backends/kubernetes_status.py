@@ -1,17 +1,18 @@
 """A job's phase, reason and message from Kubernetes objects (pure; dicts in, words out).
 
-Inputs are objects as the API returns them in JSON (camelCase keys): the Job (or
-PaddleJob), its pods, and recent events. Every failure ends in a `reason` a program
-can branch on and a `message` a researcher understands.
+Inputs are objects as the API returns them in JSON (camelCase keys): the job's object
+(read as its `jobkinds.JobKind` says), its pods, and recent events. Every failure ends
+in a `reason` a program can branch on and a `message` a researcher understands.
 """
 
 from __future__ import annotations
 
 import json
 
-from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, FAILED_ANNOTATION,
-                         GPU_RESOURCE, KUBEFLOW_INDEX_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION, GPU_RESOURCE,
+                         OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
+from ..jobkinds import INDEX_LABELS, JOB_KINDS, JobKind
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quota.model import parse_quota_rejection
 from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
@@ -21,31 +22,12 @@ from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_sta
 TRANSIENT_REFUSALS = ("exceeded quota", "error looking up service account")
 
 
-def _conditions(obj: dict) -> dict[str, dict]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
-
-
-SUCCEEDED_CONDITIONS = frozenset({"Complete", "Succeeded"})  # a Job's, a PaddleJob's
-
-
-def has_succeeded(job: dict) -> bool:
-    """Kubernetes reports the job (Job or PaddleJob) succeeded: every worker did."""
-    return bool(_conditions(job).keys() & SUCCEEDED_CONDITIONS)
-
-
-def has_failed(job: dict) -> bool:
-    """Kubernetes reports the job failed."""
-    return "Failed" in _conditions(job)
-
-
-def has_finished(job: dict) -> bool:
-    """The job itself has ended, as Kubernetes sees it (succeeded or failed)."""
-    return bool(_conditions(job).keys() & (SUCCEEDED_CONDITIONS | {"Failed"}))
+DEFAULT_KIND = JOB_KINDS[DEFAULT_JOB_KIND]  # job_from_objects' kind when none is named
 
 
 def worker_index(pod: dict) -> int | None:
     labels = pod["metadata"].get("labels") or {}
-    for key in (COMPLETION_INDEX_LABEL, KUBEFLOW_INDEX_LABEL):
+    for key in INDEX_LABELS:
         if key in labels:
             return int(labels[key])
     return None
@@ -67,6 +49,12 @@ def pods_by_worker(pods: list[dict]) -> dict[int, dict]:
 def _container_status(pod: dict) -> dict:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return statuses[0] if statuses else {}
+
+
+def container_started(pod: dict) -> bool:
+    """The worker's container has run (it is running or has ended)."""
+    state = _container_status(pod).get("state") or {}
+    return "running" in state or "terminated" in state
 
 
 def _terminated(pod: dict) -> dict | None:
@@ -105,23 +93,14 @@ def worker_state(index: int, pod: dict | None, cancelled: bool, job_succeeded: b
     return WorkerState(index, Phase.PENDING, None, Reason.UNSCHEDULABLE if unschedulable(pod) else "")
 
 
-def _pod_spec(job: dict) -> dict:
-    spec = job.get("spec") or {}
-    if "template" in spec:
-        return spec["template"]["spec"]
-    replicas = spec.get("paddleReplicaSpecs") or {}
-    worker = replicas.get("Worker") or next(iter(replicas.values()), {})
-    return (worker.get("template") or {}).get("spec") or {}
-
-
-def requested_gpus(job: dict, gpu_resource: str) -> int:
-    containers = _pod_spec(job).get("containers") or [{}]
+def requested_gpus(kind: JobKind, job: dict, gpu_resource: str) -> int:
+    containers = kind.pod_spec(job).get("containers") or [{}]
     limits = (containers[0].get("resources") or {}).get("limits") or {}
     return int(limits.get(gpu_resource, 0))
 
 
-def container_image(job: dict) -> str:
-    containers = _pod_spec(job).get("containers") or [{}]
+def container_image(kind: JobKind, job: dict) -> str:
+    containers = kind.pod_spec(job).get("containers") or [{}]
     return containers[0].get("image", "")
 
 
@@ -138,12 +117,12 @@ def pods_the_job_controller_deleted(job_name: str, events: list[dict]) -> set[st
             and (event.get("message") or "").startswith("Deleted pod: ")}
 
 
-def failure(job: dict, workers: dict[int, dict], condition: dict, events: list[dict] = ()) -> tuple[str, str]:
+def failure(kind: JobKind, job: dict, workers: dict[int, dict], condition: dict, events: list[dict] = ()
+            ) -> tuple[str, str]:
     """(reason, message) of a failed job: the worker that failed first, not the ones stopped
     because of it."""
     if condition.get("reason") == "DeadlineExceeded":
-        deadline = (job.get("spec") or {}).get("activeDeadlineSeconds") or \
-            ((job.get("spec") or {}).get("runPolicy") or {}).get("activeDeadlineSeconds")
+        deadline = kind.deadline_seconds(job)
         return Reason.DEADLINE_EXCEEDED, f"The job ran longer than its limit of {deadline} seconds and was stopped."
     job_name = job["metadata"]["name"]
     collateral = pods_the_job_controller_deleted(job_name, events)
@@ -154,7 +133,7 @@ def failure(job: dict, workers: dict[int, dict], condition: dict, events: list[d
         _, index, pod = failed[0]
         terminated = _terminated(pod)
         if terminated.get("reason") == "OOMKilled":
-            containers = _pod_spec(job).get("containers") or [{}]
+            containers = kind.pod_spec(job).get("containers") or [{}]
             memory = ((containers[0].get("resources") or {}).get("limits") or {}).get("memory", "?")
             return Reason.OOM_KILLED, (f"Worker {index} ran out of memory (its limit is {memory}) and was killed; "
                                        "ask for more memory per worker.")
@@ -193,7 +172,7 @@ def creation_refused(events: list[dict]) -> str | None:
     return None
 
 
-def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_free_gpus: int | None,
+def pending_reason(kind: JobKind, job: dict, workers: dict[int, dict], events: list[dict], max_free_gpus: int | None,
                    gpu_resource: str) -> tuple[str, str] | None:
     """Why a job is not running yet, if Kubernetes says why."""
     refused = quota_refusal(events, gpu_resource)
@@ -202,12 +181,12 @@ def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_
     for index, pod in sorted(workers.items()):
         waiting = waiting_state(pod)
         if waiting.get("reason") in IMAGE_PULL_REASONS:
-            return Reason.IMAGE_PULL_BACK_OFF, (f"Cannot pull image '{container_image(job)}' for worker {index}: "
+            return Reason.IMAGE_PULL_BACK_OFF, (f"Cannot pull image '{container_image(kind, job)}' for worker {index}: "
                                         f"{waiting.get('message') or waiting['reason']}.")
     for index, pod in sorted(workers.items()):
         condition = unschedulable(pod)
         if condition:
-            gpus = requested_gpus(job, gpu_resource)
+            gpus = requested_gpus(kind, job, gpu_resource)
             parts = []
             if gpus:
                 parts.append(f"Needs {gpus} GPUs per worker")
@@ -219,16 +198,18 @@ def pending_reason(job: dict, workers: dict[int, dict], events: list[dict], max_
     return None
 
 
-def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend: str = "kubernetes",
-                     max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE) -> Job:
+def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: JobKind = DEFAULT_KIND,
+                     backend: str = "kubernetes", max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE
+                     ) -> Job:
+    """The job, read from its object (of `kind`), its pods and the events about them."""
     metadata = job["metadata"]
     annotations = metadata.get("annotations") or {}
     spec = _json_annotation(annotations, SPEC_ANNOTATION) or {}
-    count = spec.get("workers") or (job.get("spec") or {}).get("completions") or len(pods_by_worker(pods)) or 1
+    count = spec.get("workers") or kind.workers(job) or len(pods_by_worker(pods)) or 1
     workers = pods_by_worker(pods)
     cancelled = CANCELLED_ANNOTATION in annotations
-    conditions = _conditions(job)
-    job_succeeded = bool(conditions.keys() & SUCCEEDED_CONDITIONS)
+    succeeded, failed = kind.succeeded(job), kind.failed(job)
+    job_succeeded = succeeded is not None
     states = tuple(worker_state(i, workers.get(i), cancelled, job_succeeded) for i in range(count))
     finished = None
     refused = creation_refused(events) if not pods else None
@@ -241,19 +222,18 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
     elif job_succeeded:
         phase, reason = Phase.SUCCEEDED, Reason.COMPLETED
         message = f"All {count} workers finished successfully."
-        finished = (job.get("status") or {}).get("completionTime") or \
-            (conditions.get("Complete") or conditions.get("Succeeded")).get("lastTransitionTime")
-    elif "Failed" in conditions:
+        finished = (job.get("status") or {}).get("completionTime") or succeeded.get("lastTransitionTime")
+    elif failed is not None:
         phase = Phase.FAILED
-        reason, message = failure(job, workers, conditions["Failed"], events)
-        finished = conditions["Failed"].get("lastTransitionTime")
-    elif (job.get("spec") or {}).get("suspend"):
+        reason, message = failure(kind, job, workers, failed, events)
+        finished = failed.get("lastTransitionTime")
+    elif kind.is_suspended(job):
         phase, reason, message = Phase.PENDING, Reason.QUEUED, "The job is queued, waiting for cluster capacity."
     elif refused:
         phase, reason = Phase.FAILED, Reason.WORKER_FAILED
         message = f"Kubernetes refused to create the workers: {refused.rstrip('.')}."
     else:
-        why = pending_reason(job, workers, events, max_free_gpus, gpu_resource)
+        why = pending_reason(kind, job, workers, events, max_free_gpus, gpu_resource)
         if why:
             phase, (reason, message) = Phase.PENDING, why
         elif states and all(s.phase in (Phase.RUNNING, Phase.SUCCEEDED) for s in states) and \
@@ -261,11 +241,12 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, backend
             phase, reason, message = Phase.RUNNING, Reason.NONE, ""
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
-    suspended = bool((job.get("spec") or {}).get("suspend")) and not cancelled
+    suspended = kind.is_suspended(job) and not cancelled
     quota_message = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
     progress = tuple(
-        worker_progress(i, workers.get(i), states[i], events, image=container_image(job), suspended=suspended,
-                        quota_message=quota_message, gpus=requested_gpus(job, gpu_resource), max_free_gpus=max_free_gpus)
+        worker_progress(i, workers.get(i), states[i], events, image=container_image(kind, job), suspended=suspended,
+                        quota_message=quota_message, gpus=requested_gpus(kind, job, gpu_resource),
+                        max_free_gpus=max_free_gpus)
         for i in range(count))
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,

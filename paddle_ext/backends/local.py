@@ -27,7 +27,7 @@ from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
 from ..launch import launch_argv
 from ..loglines import LineSplitter, chunk_lines, last_lines
 from ..progress import local_progress
-from ..quota.model import Effective, JobUsage, QuotaReport, check_fits, report, resolve
+from ..quota.model import Effective, Limits, QuotaReport, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
@@ -35,7 +35,7 @@ from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
 from .base import JobBackend, code_not_stored
 from ..ports import free_port
-from .identity import current_groups, current_user
+from .identity import current_groups
 from .local_supervisor import STOP_GRACE_SECONDS, stop_group
 
 
@@ -108,7 +108,6 @@ class LocalBackend(JobBackend):
                                   "does not fails the job, naming it.").tag(config=True)
     quota_file = Unicode(help="Quota settings (written by the hub's quota service). Default: "
                               "$PADDLECLOUD_QUOTA_FILE, else quotas.json in the state folder.").tag(config=True)
-    user = Unicode(help="Whose quota applies. Default: $JUPYTERHUB_USER, else the OS user.").tag(config=True)
 
     _submit_lock: asyncio.Lock | None = None
 
@@ -265,19 +264,17 @@ class LocalBackend(JobBackend):
                 return missing
             await asyncio.sleep(0.05)
 
-    async def preflight(self, spec: JobSpec) -> None:
-        """Refuse, with numbers, a job that does not fit the user's quota next to their
-        running jobs (settings: `quota_file`, shared with the hub's quota service)."""
+    async def quota_checks(self) -> list[tuple[Limits, dict | None]]:
+        """The user's limits (settings: `quota_file`, shared with the hub's quota service)
+        against what their running jobs hold."""
         limits = (await self._effective_quota()).limits
-        if limits.empty:
-            return
-        check_fits(JobUsage.of_spec(spec), limits, await self.running_usage())
+        return [] if limits.empty else [(limits, None)]
 
     async def _effective_quota(self) -> Effective:
         config = await LocalQuotaStore(self.quota_file).load()
         # Groups matter only when some group has limits; asking the hub costs a request.
         groups = await asyncio.to_thread(current_groups) if config.groups else []
-        return resolve(config, self.user or current_user(), groups)
+        return resolve(config, self.user, groups)
 
     def _read(self, name: str) -> Job:
         job_dir = self._job_dir(name)
@@ -371,7 +368,7 @@ class LocalBackend(JobBackend):
     async def quota(self) -> QuotaReport:
         """The user's effective limits (unset = unlimited), where each comes from, what their
         running jobs use, and GPU-hours of the last 7 and 30 days."""
-        return report(self.user or current_user(), await self._effective_quota(), await self.list(), now())
+        return report(self.user, await self._effective_quota(), await self.list(), now())
 
 
 class LogReader:

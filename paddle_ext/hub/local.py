@@ -23,6 +23,7 @@ from jupyterhub.auth import Authenticator
 from jupyterhub.spawner import SimpleLocalProcessSpawner
 from traitlets import List, Unicode
 
+from ..backends.registry import LOCAL
 from ..ports import free_port
 from ..constants import BACKEND_ENV, HOME_ENV, QUOTA_FILE_ENV, paddlecloud_home
 
@@ -137,7 +138,7 @@ class PaddleLocalSpawner(SimpleLocalProcessSpawner):
     def user_env(self, env):
         env = super().user_env(env)  # USER, HOME, SHELL
         env[HOME_ENV] = os.path.join(self.home_dir, ".paddlecloud")
-        env[BACKEND_ENV] = "local"
+        env[BACKEND_ENV] = LOCAL
         if self.quota_file:
             env[QUOTA_FILE_ENV] = self.quota_file
         # This environment's bin first: `python`, `paddlecloud` and `jupyter` in the

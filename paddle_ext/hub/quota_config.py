@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Iterable, Mapping
 
-from .quota_service import ADMIN_SCOPE
+from .quota_handlers import ADMIN_SCOPE
 
 SERVICE_NAME = "quota"
 SERVICE_ROLE = "paddlecloud-quota-service"

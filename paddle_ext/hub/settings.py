@@ -15,8 +15,11 @@ from typing import Any
 
 import yaml
 
-from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, GPU_RESOURCE, IMAGES_ENV, MANAGED_BY,
-                         USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, DEFAULT_JOB_KIND, GPU_RESOURCE, IMAGES_ENV,
+                         MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..jobkinds import JOB_KINDS
+from ..errors import NoNamespace
+from ..backends.registry import KUBERNETES, config_section
 from ..manifests import catalogue_volumes
 from ..quantity import parse_quantity
 from ..quota.model import JobUsage, Limits, QuotaInputError
@@ -34,7 +37,6 @@ _PROFILE_KEYS = {"slug", "display_name", "description", "gpus", "cpu", "memory",
 # What a site may set for jobs launched from notebooks (JobBackend traits, see paddle_ext.backends.base).
 JOB_OPTION_KEYS = ("max_workers", "max_gpus_per_worker", "max_cpu", "max_memory", "default_command",
                    "ttl_seconds_after_finished")
-JOB_KINDS = ("job", "paddlejob")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +78,7 @@ class HubSettings:
     # LocalQueue in each user namespace, pointing at this ClusterQueue), and bounds and defaults
     # (JOB_OPTION_KEYS: max_workers, max_gpus_per_worker, max_cpu, max_memory, default_command,
     # ttl_seconds_after_finished).
-    job_kind: str = "job"
+    job_kind: str = DEFAULT_JOB_KIND  # a name in jobkinds.JOB_KINDS
     queue_name: str = ""
     cluster_queue: str = ""
     job_options: dict = dataclasses.field(default_factory=dict)
@@ -86,7 +88,7 @@ class HubSettings:
     # every rule it grants).
     notebook_cluster_role: str = ""
     # A NetworkPolicy set in each user namespace (tenancy.user_network_policies); empty: none.
-    # {"hub_pod_labels": {...}, "proxy_pod_labels": {...}, "hub_api_port": 8081,
+    # {"hub_pod_labels": {...}, "proxy_pod_labels": {...}, "hub_api_port": <HUB_API_PORT>,
     #  "api_server": [{"cidr": "10.0.0.1/32", "port": 6443}], "egress": [<extra egress rules>]}
     user_network_policy: dict = dataclasses.field(default_factory=dict)
     # Who may log in, an explicit choice (the hub will not start without one): these users,
@@ -200,15 +202,15 @@ def login_access(settings: HubSettings, authenticator: type) -> dict[str, Any]:
 
 
 def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str:
-    """The user's namespace from a template with {username}, escaped as KubeSpawner does."""
+    """The user's namespace from a template with {username}, escaped as KubeSpawner does;
+    NoNamespace if that is no valid name."""
     try:  # KubeSpawner's own escaping, so both agree on names like "Alice@example.org"
         from kubespawner.slugs import safe_slug
     except ImportError:
         safe_slug = str
     name = template.format(username=safe_slug(username))
     if len(name) > 63 or not _DNS_LABEL.match(name):
-        raise ValueError(f"'{name}' (from template '{template}') is not a valid namespace name; "
-                         "pass the namespace explicitly")
+        raise NoNamespace(username, name, template)
     return name
 
 
@@ -260,7 +262,7 @@ def notebook_environment(settings: HubSettings) -> dict[str, str]:
 
     Braces are doubled: KubeSpawner expands {username}-style templates in env values."""
     env = {
-        BACKEND_ENV: "kubernetes",
+        BACKEND_ENV: KUBERNETES,
         DATASETS_ENV: json.dumps(list(settings.datasets)),
         IMAGES_ENV: json.dumps(list(settings.worker_images)),
         BACKEND_CONFIG_ENV: json.dumps(notebook_backend_config(settings), sort_keys=True),
@@ -284,7 +286,7 @@ def notebook_backend_config(settings: HubSettings) -> dict:
     options = dict(settings.job_options)
     if "ttl_seconds_after_finished" in options:
         kubernetes["ttl_seconds_after_finished"] = options.pop("ttl_seconds_after_finished")
-    config = {"KubernetesBackend": kubernetes}
+    config = {config_section(KUBERNETES): kubernetes}
     if options:
         config["JobBackend"] = options
     return config

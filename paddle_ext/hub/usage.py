@@ -8,16 +8,21 @@ import os
 import socket
 from decimal import Decimal
 
-from ..backends.base import JobBackend
-from ..backends.kubernetes import KubernetesBackend
-from ..backends.local import LocalBackend
+from typing import TYPE_CHECKING
+
+from ..backends.registry import KUBERNETES, LOCAL, backend_class
 from ..capacity import NodeUsage, Resources, node_usage, total
+from ..constants import DEFAULT_JOB_KIND
 from ..errors import PaddleCloudError
 from ..jobs import Job
 from ..kubeapi import KubeApi, api_path
 from ..quota.model import Effective, JobUsage, QuotaReport, report
 from ..timestamps import now
 from .settings import namespace_for
+
+if TYPE_CHECKING:
+    from ..backends.base import JobBackend
+    from ..backends.kubernetes import KubernetesBackend
 
 
 class LocalUsage:
@@ -28,7 +33,7 @@ class LocalUsage:
         self.home = home
 
     def backend(self, username: str) -> JobBackend:
-        return LocalBackend(home=self.home_template.format(home=self.home, username=username), user=username)
+        return backend_class(LOCAL)(home=self.home_template.format(home=self.home, username=username), user=username)
 
     async def jobs(self, username: str) -> list[Job]:
         return await self.backend(username).list()
@@ -45,21 +50,24 @@ class LocalUsage:
         used = Resources(sum(int(j.gpus) for j in running), sum((j.cpu for j in running), Decimal(0)),
                          sum((j.memory for j in running), Decimal(0)))
         node = NodeUsage(socket.gethostname(), Resources(0, Decimal(os.cpu_count() or 1), memory), used)
-        return {"source": "local", "nodes": [node.to_dict()], "total": total([node])}
+        return {"source": LOCAL, "nodes": [node.to_dict()], "total": total([node])}
 
 
 class KubernetesUsage:
-    """Usage from each user's namespace: their jobs, and the ResourceQuota's own count."""
+    """Usage from each user's namespace: their jobs (of the site's kind, a name in
+    jobkinds.JOB_KINDS), and the ResourceQuota's own count. An admin's cancel suspends
+    the job as its kind says."""
 
-    def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str):
+    def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str, job_kind: str = DEFAULT_JOB_KIND):
         self.api = api
         self.namespace_template = namespace_template
         self.gpu_resource = gpu_resource
+        self.job_kind = job_kind
 
     def backend(self, username: str) -> KubernetesBackend:
-        """Raises ValueError when no namespace name can be derived for the user."""
-        return KubernetesBackend(api=self.api, namespace=namespace_for(username, self.namespace_template),
-                                 user=username, gpu_resource=self.gpu_resource)
+        """Raises NoNamespace when no namespace name can be derived for the user."""
+        return backend_class(KUBERNETES)(api=self.api, namespace=namespace_for(username, self.namespace_template),
+                                         user=username, gpu_resource=self.gpu_resource, job_kind=self.job_kind)
 
     async def jobs(self, username: str) -> list[Job]:
         return await self.backend(username).list()
@@ -68,7 +76,7 @@ class KubernetesUsage:
         return await self.backend(username).cancel(job)
 
     async def report(self, username: str, effective: Effective) -> QuotaReport:
-        """Raises ValueError when no namespace name can be derived for the user."""
+        """Raises NoNamespace when no namespace name can be derived for the user."""
         backend = self.backend(username)
         try:
             jobs = await backend.list()
@@ -86,4 +94,4 @@ class KubernetesUsage:
         pods = (await self.api.get(api_path("v1", "pods"),
                                    fieldSelector="status.phase!=Succeeded,status.phase!=Failed")).get("items", [])
         usage = node_usage(nodes, pods, self.gpu_resource)
-        return {"source": "kubernetes", "nodes": [node.to_dict() for node in usage], "total": total(usage)}
+        return {"source": KUBERNETES, "nodes": [node.to_dict() for node in usage], "total": total(usage)}

@@ -14,7 +14,7 @@ import os
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Unicode, default
 
-from ..backends.base import default_backend_name, make_backend
+from ..backends.registry import backend_class, default_backend_name, make_backend
 from .handlers import FALLBACK, HANDLERS
 
 
@@ -34,7 +34,7 @@ class PaddleCloudExtension(ExtensionApp):
 
     def initialize_settings(self):
         options = {"parent": self}
-        if self.backend == "local":
+        if "working_dir" in backend_class(self.backend).class_trait_names():  # jobs run where the server does
             options["working_dir"] = self.serverapp.root_dir
         job_backend = make_backend(self.backend, **options)
         self.settings["paddle_backend"] = job_backend

@@ -25,7 +25,7 @@ from hubutil import HubError, LocalHub, free_port
 from serverutil import sse_events
 from paddle_ext.hub.settings import DEFAULT_PROFILES
 from tools.k8s.cluster import IMAGE_REFS
-from tools.k8s.node import NODE_IP
+from tools.k8s.node_config import NODE_IP
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = f"t5{uuid.uuid4().hex[:4]}"

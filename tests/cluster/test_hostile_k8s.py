@@ -27,7 +27,8 @@ from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import FAILED_ANNOTATION, NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION, USER_LABEL
 from paddle_ext.errors import QuotaExceeded
-from paddle_ext.manifests import ManifestSettings, job_objects, literal
+from paddle_ext.jobkinds import job_objects
+from paddle_ext.manifests import ManifestSettings, literal
 from paddle_ext.quantity import parse_quantity
 from paddle_ext.quota.model import Effective, Limits, QuotaInputError, parse_patch
 from paddle_ext.spec import JobSpec

@@ -20,7 +20,8 @@ from paddle_ext import tenancy
 from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import Forbidden, JobExists, QuotaExceeded
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.jobkinds import job_objects
+from paddle_ext.manifests import ManifestSettings
 from paddle_ext.spec import JobSpec
 from serverutil import JupyterServer
 from tools.k8s.cluster import IMAGE_REFS

@@ -21,7 +21,8 @@ from cluster_helpers import GPU_TOLERATION, wait_for
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import SPEC_ANNOTATION
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.jobkinds import job_objects
+from paddle_ext.manifests import ManifestSettings
 from paddle_ext.spec import JobSpec
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"

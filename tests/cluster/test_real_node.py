@@ -18,7 +18,7 @@ import kubernetes
 import pytest
 
 from cluster_helpers import wait_for
-from tools.k8s import node
+from tools.k8s import node, node_config, procutil
 from tools.k8s.cluster import GPU_TAINT, IMAGE_REFS, Cluster, ClusterError, cri_log_lines
 
 LAUNCHER = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "k8s", "cluster.py")
@@ -94,10 +94,10 @@ def host_state():
                     if line.startswith(":") and line[1:].startswith(node.OUR_CHAIN_PREFIXES))
     rules = sorted(line for tool in ("iptables-save", "ip6tables-save") for line in _run(tool).splitlines()
                    if line.startswith("-A") and any(p in line for p in node.OUR_CHAIN_PREFIXES))
-    procs = sorted(f"{p} {' '.join(node.pid_cmdline(p))[:100]}" for p in node.node_processes({}))
+    procs = sorted(f"{p} {' '.join(procutil.pid_cmdline(p))[:100]}" for p in node.node_processes({}))
     return {
         "links": sorted(line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link").splitlines()
-                        if node.BRIDGE in line or "veth" in line),
+                        if node_config.BRIDGE in line or "veth" in line),
         "netns": _run("ip", "netns", "list").split(),
         "mounts": sorted(line for line in _run("mount").splitlines()
                          if any(d in line for d in (node.RUN_DIR, "/kubelet/", node.CONTAINERD_ROOT))),
@@ -143,7 +143,7 @@ def sigkill_everything(state_dir):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    wait_for(lambda: not any(node.pid_alive(p) for p in pids), timeout=10, what="killed processes gone")
+    wait_for(lambda: not any(procutil.pid_alive(p) for p in pids), timeout=10, what="killed processes gone")
 
 
 # ---------------------------------------------------------------- clean-up first (own clusters)
@@ -220,7 +220,7 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
     finally:
         owner.kill()
         owner.wait()
-    assert all(node.pid_alive(p) for p in orphaned)  # the cluster outlives its owner
+    assert all(procutil.pid_alive(p) for p in orphaned)  # the cluster outlives its owner
     state = str(tmp_path / "next")
     t0 = time.monotonic()
     up = cli("up", "--state-dir", state, "--bin-dir", k8s_bin_dir, "--real-node", "yes", "--lock-timeout", "60")
@@ -228,7 +228,7 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
         assert up.returncode == 0, up.stdout + up.stderr
         assert "outlived its owner" in up.stdout
         assert time.monotonic() - t0 < 60
-        assert not any(node.pid_alive(p) for p in orphaned)
+        assert not any(procutil.pid_alive(p) for p in orphaned)
         assert node.read_record()["state_dir"] == state
     finally:
         down = cli("down", "--state-dir", state)
@@ -243,7 +243,7 @@ def test_placement_cpu_pods_on_the_real_node_gpu_pods_on_kwok(real_cluster, core
     nodes = {n.metadata.name: n for n in core_v1.list_node().items}
     assert set(nodes) == {real_cluster.real_node_name, *real_cluster.node_names}
     real = nodes[real_cluster.real_node_name]
-    assert [a.address for a in real.status.addresses if a.type == "InternalIP"] == [node.NODE_IP]
+    assert [a.address for a in real.status.addresses if a.type == "InternalIP"] == [node_config.NODE_IP]
     for name in real_cluster.node_names:
         assert [t.to_dict() for t in nodes[name].spec.taints] == [
             {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule", "time_added": None}]
@@ -371,13 +371,13 @@ def test_a_pod_reaches_the_api_server_through_the_kubernetes_service_with_its_ow
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
         "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": mine}]})
     svc = core_v1.read_namespaced_service("kubernetes", "default")
-    assert svc.spec.cluster_ip == node.KUBERNETES_SERVICE_IP
+    assert svc.spec.cluster_ip == node_config.KUBERNETES_SERVICE_IP
     core_v1.create_namespaced_pod(mine, restricted_pod(
         "probe", WORKER, ["python", "-c", API_PROBE, mine, other], service_account="robot"))
     pod = wait_pod_done(core_v1, mine, "probe")
     out = logs(core_v1, mine, "probe")
     assert pod.status.phase == "Succeeded", out
-    assert out.splitlines() == [f"server https://{node.KUBERNETES_SERVICE_IP}:443", f"{mine} 200 1",
+    assert out.splitlines() == [f"server https://{node_config.KUBERNETES_SERVICE_IP}:443", f"{mine} 200 1",
                                 f"{other} 403 Forbidden"]
 
 
@@ -435,7 +435,7 @@ def test_dns_resolves_indexed_job_workers_and_services_in_pods(real_cluster, cor
     for pod in pods:
         out = logs(core_v1, ns, pod.metadata.name).splitlines()
         assert out == [f"dnsjob-0.dnsjob {ips[0]}", f"dnsjob-1.dnsjob {ips[1]}",
-                       f"kubernetes.default.svc.cluster.local {node.KUBERNETES_SERVICE_IP}"], out
+                       f"kubernetes.default.svc.cluster.local {node_config.KUBERNETES_SERVICE_IP}"], out
     assert all(ip.startswith("198.18.") for ip in ips)
 
 

@@ -15,6 +15,7 @@ import yaml
 
 from helmlib import CHART, MATRIX, REPO, documents, find, helm, secret_data, settings_text, template, values_file
 from paddle_ext import tenancy
+from paddle_ext.manifests import container_security_context, pod_security_context
 from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, profile_list,
                                      traitlets_passthrough)
 
@@ -78,9 +79,8 @@ def test_every_values_file_renders_and_each_object_is_what_the_hub_expects(name)
         for pod in [doc["spec"]["template"]["spec"]] if doc["kind"] == "Deployment" else []:
             for container in pod["containers"]:
                 assert container["imagePullPolicy"] in ("IfNotPresent", "Never")
-                assert container["securityContext"] == {"allowPrivilegeEscalation": False,
-                                                        "capabilities": {"drop": ["ALL"]}}
-            assert pod["securityContext"]["runAsNonRoot"] and pod["securityContext"]["seccompProfile"]
+                assert container["securityContext"] == container_security_context()
+            assert pod["securityContext"] == pod_security_context()
     hub = find(docs, "Deployment", "hub")
     assert hub["spec"]["strategy"] == {"type": "Recreate"} and hub["spec"]["replicas"] == 1
     env = {e["name"]: e for e in hub["spec"]["template"]["spec"]["containers"][0]["env"]}

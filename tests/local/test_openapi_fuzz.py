@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 
 from hubutil import LocalHub
 from paddle_ext.constants import QUOTA_FILE_ENV
-from paddle_ext.hub.quota_service import openapi_document as quota_document
+from paddle_ext.hub.quota_handlers import openapi_document as quota_document
 from paddle_ext.server.handlers import openapi_document as jobs_document
 from serverutil import JupyterServer, job_pids, wait_for
 

@@ -4,12 +4,24 @@
   standard library;
 - the notebook side never imports the hub side (`paddle_ext.hub`);
 - the quota package imports neither the backends nor the hub;
-- no cycle between the package's parts (each top-level module and each subpackage).
+- no cycle between the package's parts (each top-level module and each subpackage);
+- no cycle between its modules.
+
+The graph holds the imports that can run: at module level and inside functions (a lazy
+import still loads its module, and one module loading another that loads it back is the
+circle the layout forbids, whenever it happens). Imports under `if TYPE_CHECKING:` are left
+out: they never run, and they are how a module names a type whose module it must not load.
+The cycle checks also follow import strings such as the backend registry's
+"paddle_ext.backends.local:LocalBackend" (loaded with importlib when asked for): a backend
+that imported the registry back would close a circle at run time. The layering rules do
+not: the registry's names are data to the modules that read them (the hub's settings read
+the names without ever loading a backend).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -17,12 +29,13 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "paddle_ext"
 PURE = {
-    "paddle_ext.constants", "paddle_ext.quantity", "paddle_ext.timestamps", "paddle_ext.errors",
+    "paddle_ext.constants", "paddle_ext.grammars", "paddle_ext.quantity", "paddle_ext.timestamps", "paddle_ext.errors",
     "paddle_ext.spec", "paddle_ext.options", "paddle_ext.jobs", "paddle_ext.launch", "paddle_ext.manifests",
+    "paddle_ext.jobkinds",
     "paddle_ext.tenancy", "paddle_ext.quota.model", "paddle_ext.backends.kubernetes_status",
     "paddle_ext.backends.kubernetes_progress", "paddle_ext.progress", "paddle_ext.metrics",
     "paddle_ext.loglines", "paddle_ext.reporting", "paddle_ext.capacity", "paddle_ext.hub.settings",
-    "paddle_ext.hub.overview",
+    "paddle_ext.hub.overview", "paddle_ext.backends.registry",
 }
 # hub.settings is pure but for yaml (values files) and kubespawner's name escaping.
 PURE_THIRD_PARTY = {"paddle_ext.hub.settings": {"yaml", "kubespawner"}}
@@ -33,12 +46,36 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Absolute names of everything `path` imports (relative imports resolved)."""
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def runtime_nodes(tree: ast.AST):
+    """Every node of `tree` that can run: all but the bodies of `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+IMPORT_STRING = re.compile(r"(paddle_ext(?:\.\w+)*):\w+")
+
+
+def imports(path: Path, strings: bool = False) -> set[str]:
+    """Absolute names of everything `path` imports when it runs (relative imports resolved);
+    with `strings`, also the modules its import strings name."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -47,13 +84,18 @@ def imports(path: Path) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)  # `from . import tenancy`
+            # `from . import tenancy` loads the module tenancy; `from . import JobClient`, the package
+            found.update(f"{target}.{alias.name}" if f"{target}.{alias.name}" in MODULES else target
+                         for alias in node.names)
+        elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = IMPORT_STRING.fullmatch(node.value)
+            if match:
+                found.add(match.group(1))
     return found
 
 
-MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 GRAPH = {name: {i for i in imports(path) if i in MODULES} for name, path in MODULES.items()}
+LOADS = {name: {i for i in imports(path, strings=True) if i in MODULES} for name, path in MODULES.items()}
 THIRD_PARTY = {name: {i.split(".")[0] for i in imports(path) if not i.startswith("paddle_ext")}
                for name, path in MODULES.items()}
 
@@ -85,24 +127,48 @@ def test_quota_imports_neither_backends_nor_hub():
             assert not [d for d in deps if d.startswith(("paddle_ext.backends", "paddle_ext.hub"))], name
 
 
-def test_no_cycle_between_the_parts_of_the_package():
-    edges: dict[str, set[str]] = {}
-    for name, deps in GRAPH.items():
-        edges.setdefault(part(name), set()).update(part(d) for d in deps if part(d) != part(name))
-    edges.pop("paddle_ext", None)  # __init__ re-exports the public API; nothing imports it back
-    for deps in edges.values():
-        deps.discard("paddle_ext")
+def first_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One circle in the graph (its nodes, the first repeated at the end), or None."""
     visiting, done = [], set()
 
     def visit(node):
         if node in done:
-            return
-        assert node not in visiting, "import cycle: " + " -> ".join(visiting[visiting.index(node):] + [node])
+            return None
+        if node in visiting:
+            return visiting[visiting.index(node):] + [node]
         visiting.append(node)
         for dep in sorted(edges.get(node, ())):
-            visit(dep)
+            cycle = visit(dep)
+            if cycle:
+                return cycle
         visiting.pop()
         done.add(node)
+        return None
 
     for node in sorted(edges):
-        visit(node)
+        cycle = visit(node)
+        if cycle:
+            return cycle
+    return None
+
+
+def test_no_cycle_between_the_parts_of_the_package():
+    edges: dict[str, set[str]] = {}
+    for name, deps in LOADS.items():
+        edges.setdefault(part(name), set()).update(part(d) for d in deps if part(d) != part(name))
+    edges.pop("paddle_ext", None)  # __init__ re-exports the public API; nothing imports it back
+    for deps in edges.values():
+        deps.discard("paddle_ext")
+    cycle = first_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_cycle_between_modules():
+    cycle = first_cycle({name: deps - {name} for name, deps in LOADS.items()})
+    assert cycle is None, "import cycle between modules: " + " -> ".join(cycle)
+
+
+def test_the_cycle_check_finds_a_circle_of_lazy_imports():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert first_cycle(graph) == ["a", "b", "c", "a"]
+    assert first_cycle({"a": {"b"}, "b": set()}) is None

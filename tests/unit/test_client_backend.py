@@ -31,7 +31,7 @@ def pod(tmp_path, monkeypatch):
     account = tmp_path / "serviceaccount"
     # Where a pod finds its service account, here a folder of the test's own.
     monkeypatch.setattr(constants, "SERVICE_ACCOUNT_DIR", str(account))
-    monkeypatch.setattr(kubeapi, "SERVICE_ACCOUNT_DIR", str(account))
+    monkeypatch.setattr(kubeapi.credentials, "SERVICE_ACCOUNT_DIR", str(account))
     monkeypatch.setenv("PADDLECLOUD_HOME", str(tmp_path / "home"))
     for name in ("PADDLECLOUD_BACKEND", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBECONFIG"):
         monkeypatch.delenv(name, raising=False)

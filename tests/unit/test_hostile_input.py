@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 import specgen
 from paddle_ext.constants import LAUNCHER_ENV
 from paddle_ext.errors import SpecError
+from paddle_ext.jobkinds import job_objects
 from paddle_ext.launch import launch_argv
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.manifests import ManifestSettings
 from paddle_ext.quantity import LARGEST_COUNT, LARGEST_QUANTITY, SMALLEST_QUANTITY, check_quantity, parse_quantity
 from paddle_ext.quota.model import QuotaInputError, parse_patch
 from paddle_ext.spec import MAX_COMMAND_AND_ENV_BYTES, MAX_WORKERS, JobSpec, is_job_name, text_problem

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from catalogue import IMAGENET
-from paddle_ext.errors import QuotaExceeded
+from paddle_ext.errors import NoNamespace, QuotaExceeded
 from paddle_ext.hub.settings import (HubSettings, dataset_claims, namespace_for, notebook_datasets,
                                      notebook_environment, notebook_request, profile_list)
 from paddle_ext.quota.model import check_fits, resource_quota_terms
@@ -81,7 +81,7 @@ def test_namespace_names_follow_kubespawner_escaping():
     assert namespace_for("alice") == "paddlecloud-alice"
     escaped = namespace_for("Alice@example.org")  # KubeSpawner's safe slug
     assert escaped.startswith("paddlecloud-alice-example-org") and len(escaped) <= 63
-    with pytest.raises(ValueError, match="not a valid namespace name"):
+    with pytest.raises(NoNamespace, match="not a valid namespace name"):
         namespace_for("a" * 60)
 
 

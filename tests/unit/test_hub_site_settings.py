@@ -8,7 +8,7 @@ import pytest
 from traitlets.config import Config, PyFileConfigLoader
 
 from paddle_ext import tenancy
-from paddle_ext.backends.base import make_backend
+from paddle_ext.backends.registry import make_backend
 from paddle_ext.constants import BACKEND_CONFIG_ENV
 from paddle_ext.hub.settings import (DEFAULT_PROFILES, HubSettings, notebook_backend_config, notebook_environment,
                                      profile_list, traitlets_passthrough)
@@ -147,6 +147,7 @@ def test_the_hub_config_uses_a_proxy_of_its_own_and_applies_the_passthrough_last
     assert c.KubeSpawner.start_timeout == 30  # over the file's own 600
     (quota,) = [s for s in c.JupyterHub.services if s["name"] == "quota"]
     assert "--QuotaService.gpu_resource=nvidia.com/gpu" in quota["command"]
+    assert "--QuotaService.job_kind=job" in quota["command"]  # admin usage and cancel read the site's kind
     without = load_hub_config(monkeypatch, tmp_path, PADDLECLOUD_PROXY_API_URL="", PADDLECLOUD_HUB_CONFIG_FILE="")
     assert "should_start" not in without.ConfigurableHTTPProxy
 

@@ -8,7 +8,8 @@ from paddle_ext.backends.kubernetes_progress import related_events, worker_of_po
 from paddle_ext.backends.kubernetes_status import job_from_objects, max_free_gpus
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.errors import QuotaExceeded
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.jobkinds import JOB_KINDS, job_objects
+from paddle_ext.manifests import ManifestSettings
 from paddle_ext.quota.model import JobUsage, check_fits, resource_quota_terms
 from paddle_ext.spec import JobSpec
 
@@ -21,10 +22,20 @@ def make_job(workers=2, gpus=0, **spec_fields):
     return job
 
 
-def pod(index, phase="Running", state=None, conditions=None, created="2026-01-01T00:00:01Z"):
+def make_paddle_job(workers=2, **spec_fields):
+    spec = JobSpec(name="j", command=["python", "t.py"], workers=workers, **spec_fields)
+    (job,) = job_objects(spec, ManifestSettings(namespace="ns", image="img", kind="paddlejob"),
+                         {SPEC_ANNOTATION: json.dumps(spec.to_dict())})
+    job["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    job["status"] = {}
+    return job
+
+
+def pod(index, phase="Running", state=None, conditions=None, created="2026-01-01T00:00:01Z",
+        index_label="batch.kubernetes.io/job-completion-index"):
     return {
         "metadata": {"name": f"j-{index}-x", "uid": f"u{index}{created}", "creationTimestamp": created,
-                     "labels": {"batch.kubernetes.io/job-completion-index": str(index), "paddlecloud.io/job": "j"}},
+                     "labels": {index_label: str(index), "paddlecloud.io/job": "j"}},
         "status": {"phase": phase, "conditions": conditions or [],
                    "containerStatuses": [{"name": "paddle", "state": state or {}}] if state else []},
     }
@@ -55,6 +66,22 @@ def test_a_succeeded_job_without_its_pods_reads_as_with_them_but_for_the_node():
     assert [(w.phase, w.exit_code) for w in without.worker_states] == [("Succeeded", 0), ("Succeeded", 0)]
     running = job_from_objects(make_job(), [], [])
     assert [w.phase for w in running.worker_states] == ["Pending", "Pending"]
+
+
+def test_a_paddle_job_reads_as_its_kind_says():
+    """A PaddleJob keeps suspend and its deadline in runPolicy and succeeds with `Succeeded`."""
+    paddlejob = JOB_KINDS["paddlejob"]
+    kubeflow = "training.kubeflow.org/replica-index"
+    running = [pod(i, state={"running": {}}, index_label=kubeflow) for i in (0, 1)]
+    assert job_from_objects(make_paddle_job(), running, [], kind=paddlejob).phase == "Running"
+    queued = make_paddle_job()
+    queued["spec"]["runPolicy"]["suspend"] = True
+    assert job_from_objects(queued, [], [], kind=paddlejob).reason == "Queued"
+    done = job_from_objects(condition(make_paddle_job(), "Succeeded"), [], [], kind=paddlejob)
+    assert (done.phase, done.finished, done.workers) == ("Succeeded", "2026-01-01T00:05:00Z", 2)
+    late = job_from_objects(condition(make_paddle_job(max_runtime_seconds=60), "Failed", "DeadlineExceeded"), [], [],
+                            kind=paddlejob)
+    assert late.reason == "DeadlineExceeded" and "60 seconds" in late.message
 
 
 def test_worker_exit_code_is_the_reason():

@@ -144,10 +144,11 @@ def test_the_supervisor_starts_with_the_standard_library_only():
 
 def test_the_backends_package_still_offers_its_names():
     from paddle_ext import backends
-    from paddle_ext.backends.base import JobBackend, default_backend_name, make_backend
+    from paddle_ext.backends.base import JobBackend
+    from paddle_ext.backends.registry import backend_names, default_backend_name, make_backend
 
-    assert (backends.JobBackend, backends.make_backend, backends.default_backend_name) == (
-        JobBackend, make_backend, default_backend_name)
+    assert (backends.JobBackend, backends.make_backend, backends.default_backend_name, backends.backend_names) == (
+        JobBackend, make_backend, default_backend_name, backend_names)
     assert set(backends.__all__) <= set(dir(backends))
     with pytest.raises(AttributeError):
         backends.NoSuchThing  # noqa: B018

@@ -8,7 +8,8 @@ import pytest
 from catalogue import DATASETS
 from paddle_ext import manifests
 from paddle_ext.constants import SPEC_ANNOTATION
-from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, job_objects, jobs_selector, label_selector
+from paddle_ext.jobkinds import job_objects
+from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, jobs_selector, label_selector
 from paddle_ext.spec import JobSpec
 
 K8S_VERSION = "1.35.0"
@@ -44,8 +45,8 @@ def test_one_cpu_worker_whole_objects():
                     "restartPolicy": "Never",
                     "subdomain": "tiny",
                     "enableServiceLinks": False,
-                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
-                                        "fsGroup": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 100,
+                                        "fsGroup": 100, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "paddle",
                         "image": "paddle:3.3.1-cpu",

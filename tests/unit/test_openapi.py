@@ -14,13 +14,14 @@ import schemathesis
 from tornado import web
 
 from paddle_ext.hub.quota_service import QuotaService
-from paddle_ext.hub.quota_service import UnknownPathHandler as QuotaFallback
-from paddle_ext.hub.quota_service import openapi_document as quota_document
-from paddle_ext.quantity import LARGEST_COUNT, QUANTITY_PATTERN
+from paddle_ext.hub.quota_handlers import UnknownPathHandler as QuotaFallback
+from paddle_ext.hub.quota_handlers import openapi_document as quota_document
+from paddle_ext.grammars import JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH, QUANTITY_PATTERN
+from paddle_ext.quantity import LARGEST_COUNT
 from paddle_ext.server.app import PaddleCloudExtension
 from paddle_ext.server.handlers import API_PREFIX, FALLBACK
 from paddle_ext.server.handlers import openapi_document as jobs_document
-from paddle_ext.spec import MAX_NAME_LENGTH, MAX_RUNTIME_SECONDS, MAX_WORKERS, NAME_PATTERN
+from paddle_ext.spec import MAX_RUNTIME_SECONDS, MAX_WORKERS
 
 METHODS = ("get", "post", "put", "patch", "delete")
 QUOTA_API = "/services/quota/api"
@@ -100,12 +101,12 @@ def test_documents_are_valid_openapi_3(document):
 
 def test_the_job_spec_limits_in_the_document_are_the_codes():
     spec = jobs_document()["components"]["schemas"]["JobSpec"]["properties"]
-    assert spec["name"]["maxLength"] == MAX_NAME_LENGTH
-    assert spec["name"]["pattern"] == NAME_PATTERN.pattern.replace("\\Z", "$")
+    assert spec["name"]["maxLength"] == MAX_JOB_NAME_LENGTH
+    assert spec["name"]["pattern"] == JOB_NAME_PATTERN.pattern
     assert spec["workers"]["maximum"] == MAX_WORKERS
     assert spec["max_runtime_seconds"]["maximum"] == MAX_RUNTIME_SECONDS
     quantity = jobs_document()["components"]["schemas"]["Quantity"]["pattern"]
-    assert quantity == "^" + re.sub(r"\?P<\w+>", "", QUANTITY_PATTERN.pattern) + "$"
+    assert quantity == QUANTITY_PATTERN.pattern
 
 
 def test_the_quota_limits_in_the_document_are_the_codes():

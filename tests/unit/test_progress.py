@@ -14,8 +14,9 @@ import pytest
 from paddle_ext.backends.kubernetes_progress import human_bytes, pulled_detail, related_events, worker_progress
 from paddle_ext.backends.kubernetes_status import job_from_objects
 from paddle_ext.constants import SPEC_ANNOTATION
+from paddle_ext.jobkinds import job_objects
 from paddle_ext.jobs import Phase, Step, WorkerState
-from paddle_ext.manifests import ManifestSettings, job_objects
+from paddle_ext.manifests import ManifestSettings
 from paddle_ext.progress import describe, local_progress
 from paddle_ext.spec import JobSpec
 

@@ -25,7 +25,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -34,17 +33,18 @@ import urllib.error
 import urllib.request
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
 try:
-    from . import images, node
+    from . import images, node, node_config
+    from .pki import kubeconfig_dict, make_pki
+    from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
     import node
+    import node_config
+    from pki import kubeconfig_dict, make_pki
+    from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 
 from paddle_ext.ports import free_port  # noqa: E402
 
@@ -54,7 +54,7 @@ COMPLETE_AFTER_ANNOTATION = "kwok.paddlecloud.io/complete-after"
 EXIT_CODE_ANNOTATION = "kwok.paddlecloud.io/exit-code"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 POD_CIDR = "127.1.0.0/16"  # KWOK's fake pod IPs
-SERVICE_CIDR = node.SERVICE_CIDR  # routed by kube-proxy on the real node; only object fields otherwise
+SERVICE_CIDR = node_config.SERVICE_CIDR  # routed by kube-proxy on the real node; only object fields otherwise
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}  # KWOK nodes, with a real node
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # KWOK manages the nodes that carry it
 IMAGE_REFS = {"worker": images.WORKER_REF, "notebook": images.NOTEBOOK_REF, "hub": images.HUB_REF,
@@ -95,121 +95,6 @@ def pick_ports(names):
     return ports
 
 
-# ---------------------------------------------------------------- PKI
-
-
-def _key():
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _cert(subject_cn, key, issuer_cert=None, issuer_key=None, org=None, ca=False,
-          server=False, client=False, sans=()):
-    name_attrs = [x509.NameAttribute(NameOID.COMMON_NAME, subject_cn)]
-    if org:
-        name_attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-    subject = x509.Name(name_attrs)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder()
-               .subject_name(subject)
-               .issuer_name(issuer_cert.subject if issuer_cert else subject)
-               .public_key(key.public_key())
-               .serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(hours=1))
-               .not_valid_after(now + datetime.timedelta(days=365))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    usages = []
-    if server:
-        usages.append(x509.ExtendedKeyUsageOID.SERVER_AUTH)
-    if client:
-        usages.append(x509.ExtendedKeyUsageOID.CLIENT_AUTH)
-    if usages:
-        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-    if ca:
-        builder = builder.add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False), critical=True)
-    if sans:
-        import ipaddress
-        entries = []
-        for san in sans:
-            try:
-                entries.append(x509.IPAddress(ipaddress.ip_address(san)))
-            except ValueError:
-                entries.append(x509.DNSName(san))
-        builder = builder.add_extension(x509.SubjectAlternativeName(entries), critical=False)
-    return builder.sign(issuer_key or key, hashes.SHA256())
-
-
-def _write_key(path, key):
-    with open(path, "wb") as fh:
-        fh.write(key.private_bytes(serialization.Encoding.PEM,
-                                   serialization.PrivateFormat.TraditionalOpenSSL,
-                                   serialization.NoEncryption()))
-    os.chmod(path, 0o600)
-
-
-def _write_cert(path, cert):
-    with open(path, "wb") as fh:
-        fh.write(cert.public_bytes(serialization.Encoding.PEM))
-
-
-NODE_CERTS = (  # (file name, _cert arguments) of the real node's certificates
-    ("kubelet", dict(subject_cn=node.NODE_NAME, server=True, sans=(node.NODE_IP,))),
-    ("kubelet-client", dict(subject_cn=f"system:node:{node.NODE_NAME}", org="system:nodes", client=True)),
-    ("kube-proxy", dict(subject_cn="system:kube-proxy", client=True)),
-    ("coredns", dict(subject_cn="system:coredns", client=True)),
-)
-
-
-def make_pki(pki_dir, real_node=False):
-    """Write CA, apiserver/kwok serving certs, admin client cert and SA key pair
-    (with real_node also the kubelet's serving and client certs, kube-proxy's and CoreDNS's).
-
-    Returns a dict of file paths. Existing files are reused.
-    """
-    os.makedirs(pki_dir, exist_ok=True)
-    names = ["ca.crt", "ca.key", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key",
-             "kwok.crt", "kwok.key", "sa.key", "sa.pub"]
-    if real_node:
-        names += [f"{name}.{ext}" for name, _ in NODE_CERTS for ext in ("crt", "key")]
-    paths = {name: os.path.join(pki_dir, name) for name in names}
-    if all(os.path.exists(p) for p in paths.values()):
-        return paths
-    ca_key = _key()
-    ca = _cert("paddlecloud-test-ca", ca_key, ca=True)
-    _write_key(paths["ca.key"], ca_key)
-    _write_cert(paths["ca.crt"], ca)
-    sans = ("127.0.0.1", "localhost", node.NODE_IP, node.KUBERNETES_SERVICE_IP, "kubernetes",
-            "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-    certs = [("apiserver", dict(subject_cn="kube-apiserver", server=True, sans=sans)),
-             ("kwok", dict(subject_cn="kwok", server=True, sans=("127.0.0.1", "localhost"))),
-             ("admin", dict(subject_cn="admin", org="system:masters", client=True))]
-    if real_node:
-        certs += NODE_CERTS
-    for name, kwargs in certs:
-        key = _key()
-        _write_key(paths[name + ".key"], key)
-        _write_cert(paths[name + ".crt"], _cert(key=key, issuer_cert=ca, issuer_key=ca_key, **kwargs))
-    sa_key = _key()
-    _write_key(paths["sa.key"], sa_key)
-    with open(paths["sa.pub"], "wb") as fh:
-        fh.write(sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    return paths
-
-
-def kubeconfig_dict(server, ca_path, cert_path, key_path, name="paddlecloud-test"):
-    """An admin kubeconfig with absolute file references."""
-    return {
-        "apiVersion": "v1", "kind": "Config", "current-context": name,
-        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": ca_path}}],
-        "users": [{"name": "admin", "user": {"client-certificate": cert_path, "client-key": key_path}}],
-        "contexts": [{"name": name, "context": {"cluster": name, "user": "admin", "namespace": "default"}}],
-    }
-
-
 # ---------------------------------------------------------------- command lines
 
 
@@ -227,7 +112,7 @@ def apiserver_cmd(bin_dir, pki, etcd_port, port, real_node=False):
     """KWOK only: on 127.0.0.1, no endpoints for the `kubernetes` Service. With a real node:
     on 198.18.0.1 only (reachable from this machine and its pods, not from the network),
     advertised there, so the `kubernetes` Service (198.19.0.1:443) leads to it."""
-    address = node.NODE_IP if real_node else "127.0.0.1"
+    address = node_config.NODE_IP if real_node else "127.0.0.1"
     reconciler = [] if real_node else ["--endpoint-reconciler-type=none"]
     return [os.path.join(bin_dir, "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -383,64 +268,6 @@ def cri_log_lines(lines, stream="stdout", when=None):
     return "".join(f"{stamp} {stream} F {line}\n" for line in lines)
 
 
-# ---------------------------------------------------------------- processes
-
-
-_CHILDREN = {}  # pid -> Popen of the processes this interpreter started
-
-
-def _pid_alive(pid):
-    if pid in _CHILDREN:  # our child: poll() also reaps it
-        return _CHILDREN[pid].poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _pid_cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().split(b"\0")[0].decode()
-    except OSError:
-        return ""
-
-
-def stop_pids(pids, timeout=15.0):
-    """SIGTERM each {name: {pid, exe}} (if still that exe), then SIGKILL stragglers.
-
-    Returns the pids that were still alive at the end (should be empty).
-    """
-    ours = [info["pid"] for info in pids.values()
-            if _pid_alive(info["pid"]) and _pid_cmdline(info["pid"]) == info["exe"]]
-    for pid in ours:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in ours):
-        time.sleep(0.1)
-    for pid in ours:
-        if _pid_alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_pid_alive(p) for p in ours):
-        time.sleep(0.05)
-    return [p for p in ours if _pid_alive(p)]
-
-
-
 # ---------------------------------------------------------------- the cluster
 
 
@@ -519,7 +346,7 @@ class Cluster:
         if missing:
             raise ClusterError(f"missing binaries in {self.bin_dir}: {missing}; run `make k8s-bin`")
         if os.path.exists(self.pids_file) and any(
-                _pid_alive(i["pid"]) for i in _read_json(self.pids_file).values()):
+                pid_alive(i["pid"]) for i in read_json(self.pids_file).values()):
             raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
         deadline = time.monotonic() + (timeout or (REAL_NODE_TIMEOUT if self.real_node else 120.0))
         if self.real_node:  # the machine lock and the bridge come before anything binds 198.18.0.1
@@ -533,11 +360,11 @@ class Cluster:
         self.pki = make_pki(self._path("pki"), real_node=bool(self.real_node))
         self.ports = pick_ports(["etcd", "etcd-peer", "apiserver", "controller-manager",
                                  "scheduler", "kwok"])
-        host = node.NODE_IP if self.real_node else "127.0.0.1"
+        host = node_config.NODE_IP if self.real_node else "127.0.0.1"
         self.server = f"https://{host}:{self.ports['apiserver']}"
-        _write_json(self.kubeconfig, kubeconfig_dict(
+        write_json(self.kubeconfig, kubeconfig_dict(
             self.server, self.pki["ca.crt"], self.pki["admin.crt"], self.pki["admin.key"]))
-        _write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
+        write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
                                                  "bin_dir": self.bin_dir, "real_node": bool(self.real_node)})
         try:
             self._start_all(deadline)
@@ -554,7 +381,7 @@ class Cluster:
     def _start_all(self, deadline):
         self._spawn("etcd", etcd_cmd(self.bin_dir, self._path("etcd"), self.ports["etcd"],
                                      self.ports["etcd-peer"]))
-        self._wait(deadline, "etcd health", lambda: _http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
+        self._wait(deadline, "etcd health", lambda: http_ok(f"http://127.0.0.1:{self.ports['etcd']}/health"))
         self._spawn("kube-apiserver", apiserver_cmd(self.bin_dir, self.pki, self.ports["etcd"],
                                                     self.ports["apiserver"], real_node=bool(self.real_node)))
         self._wait(deadline, "kube-apiserver /readyz", lambda: self._get_ok("/readyz"))
@@ -579,9 +406,9 @@ class Cluster:
         self._wait(deadline, "default ServiceAccount",
                    lambda: self._get_ok("/api/v1/namespaces/default/serviceaccounts/default"))
         self._wait(deadline, "kwok Logs CRD", lambda: self._get_ok("/apis/kwok.x-k8s.io/v1alpha1/logs"))
-        self._wait(deadline, "scheduler healthz", lambda: _http_ok(
+        self._wait(deadline, "scheduler healthz", lambda: http_ok(
             f"https://127.0.0.1:{self.ports['scheduler']}/healthz", insecure=True))
-        self._wait(deadline, "controller-manager healthz", lambda: _http_ok(
+        self._wait(deadline, "controller-manager healthz", lambda: http_ok(
             f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", insecure=True))
 
     def stop(self):
@@ -595,7 +422,7 @@ class Cluster:
                 self.real_node.stop()
             except node.NodeError as exc:
                 problems.append(str(exc))
-        pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
+        pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
         # etcd last: an API server whose etcd is gone takes ~10 s to give up on shutting down cleanly
         left = stop_pids({n: pids[n] for n in reversed(COMPONENTS) if n in pids and n != "etcd"})
         left += stop_pids({n: pids[n] for n in ("etcd",) if n in pids})
@@ -627,16 +454,16 @@ class Cluster:
                                     start_new_session=True, cwd=self.state_dir, env=env)
         finally:
             log.close()
-        _CHILDREN[proc.pid] = proc
+        CHILDREN[proc.pid] = proc
         self.pids[name] = {"pid": proc.pid, "exe": cmd[0]}
-        _write_json(self.pids_file, self.pids)
+        write_json(self.pids_file, self.pids)
         if self.real_node:  # so a later start can clean up after a crash from the record alone
             self.real_node.add_pid(name, self.pids[name])
 
     def _wait(self, deadline, what, check):
         while True:
             for name, info in self.pids.items():
-                if not _pid_alive(info["pid"]):
+                if not pid_alive(info["pid"]):
                     raise ClusterError(f"{name} exited while waiting for {what}; "
                                        f"see {self._path('logs', name + '.log')}:\n{self._log_tail(name)}")
             if check():
@@ -673,11 +500,11 @@ class Cluster:
                                          "?labelSelector=kubernetes.io/service-name%3Dkubernetes")["items"]
         except ClusterError:
             return False
-        return any(node.NODE_IP in e.get("addresses", []) for s in slices for e in s.get("endpoints") or [])
+        return any(node_config.NODE_IP in e.get("addresses", []) for s in slices for e in s.get("endpoints") or [])
 
     def write_kubeconfig(self, path, cert, key):
         """A kubeconfig for this cluster with the given client certificate; returns path."""
-        _write_json(path, kubeconfig_dict(self.server, self.pki["ca.crt"], cert, key))
+        write_json(path, kubeconfig_dict(self.server, self.pki["ca.crt"], cert, key))
         return path
 
     # -- API access (admin client cert, stdlib only)
@@ -732,8 +559,8 @@ class Cluster:
 
     def running_pids(self):
         """The recorded component pids that are still alive."""
-        pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
-        return [i["pid"] for i in pids.values() if _pid_alive(i["pid"])]
+        pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
+        return [i["pid"] for i in pids.values() if pid_alive(i["pid"])]
 
     @classmethod
     def from_state_dir(cls, state_dir):
@@ -742,13 +569,13 @@ class Cluster:
         Its real node is attached only while the machine's node record still names this
         state dir, so stopping an old state dir never touches another cluster's node.
         """
-        info = _read_json(os.path.join(state_dir, "cluster.json"))
+        info = read_json(os.path.join(state_dir, "cluster.json"))
         c = cls(state_dir, info["bin_dir"])
         c.server, c.ports = info["server"], info["ports"]
         if os.path.isdir(c._path("pki")):
             c.pki = make_pki(c._path("pki"), real_node=info.get("real_node", False))  # reuses start()'s files
         if os.path.exists(c.pids_file):
-            c.pids = _read_json(c.pids_file)
+            c.pids = read_json(c.pids_file)
         record = node.read_record()
         if info.get("real_node") and record and record.get("state_dir") == c.state_dir:
             c.real_node = node.RealNode(c.state_dir, c.bin_dir, owner_pid=record.get("owner_pid"))
@@ -767,31 +594,6 @@ def _duration_ms(value):
         if value.endswith(unit) and value[:-len(unit)].replace(".", "", 1).isdigit():
             return int(float(value[:-len(unit)]) * factor)
     raise ValueError(f"bad duration {value!r}; use e.g. 500ms, 2s, 1m")
-
-
-def _http_ok(url, insecure=False):
-    ctx = None
-    if insecure:  # the component's self-signed serving cert on 127.0.0.1
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
-
-
-def _read_json(path):
-    with open(path) as fh:
-        return json.load(fh)
 
 
 def main(argv=None):

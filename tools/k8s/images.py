@@ -30,6 +30,11 @@ import sys
 import tempfile
 import time
 
+try:
+    from .procutil import write_json
+except ImportError:  # run as a script from tools/k8s
+    from procutil import write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CACHE_ROOT = os.environ.get("PADDLECLOUD_CACHE") or os.path.expanduser("~/.cache/paddlecloud")
@@ -317,7 +322,7 @@ def _build_all(pause_binary):
             raise ImageError(f"{ref} was built but does not carry {KEY_LABEL}={key}")
         log(f"{ref} built in {time.monotonic() - t0:.0f}s")
     manifest = {ref: {"key": key} for ref, key in keys.items() if ref != BASE_REF}
-    _write_json(MANIFEST, manifest)
+    write_json(MANIFEST, manifest)
     return keys
 
 
@@ -346,13 +351,6 @@ def export_command(ref):
 def require_root(what):
     if os.geteuid() != 0:
         raise ImageError(f"{what} needs root (buildah, debootstrap)")
-
-
-def _write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
 
 
 def main(argv=None):

@@ -3,10 +3,7 @@
 Root only. Used by tools/k8s/cluster.py (Cluster(real_node=True)); one such node can exist
 on a machine at a time (fixed bridge and addresses), guarded by a machine-wide lock.
 
-Addresses (all inside 198.18.0.0/15, the range reserved for network tests):
-    bridge pcbr0     198.18.0.1/16  the node's IP: kubelet :10250, CoreDNS :53, kube-apiserver
-    pods             198.18.1.1 - 198.18.255.254 (host-local IPAM, gateway 198.18.0.1)
-    Services         198.19.0.0/16  (`kubernetes` = 198.19.0.1:443, routed by kube-proxy)
+The node's names, addresses and component configs live in tools/k8s/node_config.py.
 Pods cannot reach anything beyond this machine: the bridge has no masquerading and a
 FORWARD rule drops what pods send out of it; containerd's image pulls go to a proxy
 address on 127.0.0.1 that refuses, so a missing image fails fast instead of dialling out.
@@ -35,22 +32,19 @@ from paddle_ext.ports import free_port
 
 try:
     from . import images
+    from .node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
+                              containerd_config, corefile, kube_proxy_config, kubelet_config)
+    from .procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
+                           runs_as_recorded, signal_pids, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
+    from node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
+                             containerd_config, corefile, kube_proxy_config, kubelet_config)
+    from procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
+                          runs_as_recorded, signal_pids, write_json)
 
 CACHE_ROOT = images.CACHE_ROOT
 
-NODE_NAME = "paddlecloud-node"
-BRIDGE = "pcbr0"
-NODE_IP = "198.18.0.1"
-POD_SUBNET = "198.18.0.0/16"
-POD_RANGE = ("198.18.1.1", "198.18.255.254")
-SERVICE_CIDR = "198.19.0.0/16"
-KUBERNETES_SERVICE_IP = "198.19.0.1"
-CLUSTER_DOMAIN = "cluster.local"
-KUBELET_PORT = 10250
-CNI_NETWORK = "paddlecloud"
-CNI_BIN_DIR = "/usr/lib/cni"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 PULL_PROXY = "http://127.0.0.1:9"  # nothing listens there: pulls fail at once, never leave the machine
 
@@ -63,7 +57,7 @@ CONTAINERD_SOCKET = os.path.join(RUN_DIR, "containerd.sock")
 RUNC_ROOT = os.path.join(RUN_DIR, "runc")
 CONTAINERD_ROOT = os.path.join(CACHE_ROOT, "containerd")  # persistent: imported images survive
 CRI_NAMESPACE = "k8s.io"
-IMAGE_KEY_LABEL = "io.paddlecloud.key"
+IMAGE_KEY_LABEL = images.KEY_LABEL
 # While a new build of an image is unpacked, its old build is kept under this ref: the new
 # layers' parent snapshots may be shared with the old build only, and containerd's garbage
 # collector deleted them mid-unpack once the ref moved ("parent snapshot ... does not exist").
@@ -136,56 +130,6 @@ def run(cmd, check=True, timeout=120, **kwargs):
     return proc
 
 
-def pid_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def pid_exe(pid):
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return ""
-
-
-def pid_cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
-def all_pids():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def kill_and_wait(pids, sig=signal.SIGTERM, timeout=15.0):
-    """Signal pids, SIGKILL what is still alive after timeout; return survivors."""
-    pids = [p for p in pids if pid_alive(p)]
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
-        time.sleep(0.1)
-    for pid in pids:
-        if pid_alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
-        time.sleep(0.05)
-    return [p for p in pids if pid_alive(p)]
-
-
 def read_sysctl(name):
     try:
         with open(f"/proc/sys/{name}") as fh:
@@ -202,27 +146,15 @@ def write_sysctl(name, value):
         pass
 
 
-def write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(tmp, path)
-
-
-def read_json(path):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (FileNotFoundError, ValueError):
-        return None
-
-
 # ---------------------------------------------------------------- the machine lock
 
 
 def read_record():
     """The record of the real node on this machine (running or left by a crash), or None."""
-    return read_json(RECORD)
+    try:
+        return read_json(RECORD)
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def _wait_for_machine_lock(timeout):
@@ -278,129 +210,6 @@ def acquire_machine_lock(owner_pid, timeout):
     finally:
         os.close(fd)
     return {"pid": holder.pid, "exe": sleep}
-
-
-# ---------------------------------------------------------------- configuration (pure)
-
-
-def containerd_config(root, state, socket, cni_conf_dir, runc_root, sandbox_image, cri=True):
-    """containerd's config.toml (version 2): our own root/state/socket, CRI with our CNI dirs."""
-    disabled = ['"io.containerd.snapshotter.v1.aufs"', '"io.containerd.snapshotter.v1.btrfs"',
-                '"io.containerd.snapshotter.v1.zfs"', '"io.containerd.snapshotter.v1.devmapper"',
-                '"io.containerd.tracing.processor.v1.otlp"', '"io.containerd.internal.v1.tracing"']
-    if not cri:
-        disabled.append('"io.containerd.grpc.v1.cri"')
-    return f"""version = 2
-root = "{root}"
-state = "{state}"
-disabled_plugins = [{", ".join(disabled)}]
-
-[grpc]
-  address = "{socket}"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{root}/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{sandbox_image}"
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN_DIR}"
-    conf_dir = "{cni_conf_dir}"
-    max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = "{runc_root}"
-        SystemdCgroup = false
-"""
-
-
-def cni_conflist(ipam_dir):
-    """The pod network: bridge pcbr0 (gateway 198.18.0.1, no masquerading), host-local IPAM, portmap."""
-    return {
-        "cniVersion": "1.0.0", "name": CNI_NETWORK,
-        "plugins": [
-            {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-             "ipam": {"type": "host-local", "dataDir": ipam_dir,
-                      "ranges": [[{"subnet": POD_SUBNET, "rangeStart": POD_RANGE[0],
-                                   "rangeEnd": POD_RANGE[1], "gateway": NODE_IP}]],
-                      "routes": [{"dst": "0.0.0.0/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": True}},
-        ],
-    }
-
-
-def kubelet_config(pki, healthz_port, pod_logs_dir):
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
-        "address": NODE_IP, "port": KUBELET_PORT, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": healthz_port,
-        "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
-        "resolvConf": "",  # pods never inherit this machine's resolvers
-        "tlsCertFile": pki["kubelet.crt"], "tlsPrivateKeyFile": pki["kubelet.key"],
-        "authentication": {"x509": {"clientCAFile": pki["ca.crt"]}, "webhook": {"enabled": True},
-                           "anonymous": {"enabled": False}},
-        "authorization": {"mode": "Webhook"},
-        "podLogsDir": pod_logs_dir,
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,  # never delete our images
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "serializeImagePulls": False, "registerNode": True, "maxPods": 110,
-        "protectKernelDefaults": False, "rotateCertificates": False, "serverTLSBootstrap": False,
-        "staticPodPath": "", "shutdownGracePeriod": "0s", "shutdownGracePeriodCriticalPods": "0s",
-    }
-
-
-def kube_proxy_config(kubeconfig, healthz_port, metrics_port):
-    return {
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-        "clientConnection": {"kubeconfig": kubeconfig},
-        "mode": "iptables", "clusterCIDR": POD_SUBNET, "hostnameOverride": NODE_NAME,
-        "healthzBindAddress": f"127.0.0.1:{healthz_port}", "metricsBindAddress": f"127.0.0.1:{metrics_port}",
-        "nodePortAddresses": [f"{NODE_IP}/32"],
-        "iptables": {"localhostNodePorts": False},  # so route_localnet stays as it is
-        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
-    }
-
-
-def corefile(kubeconfig, health_port, ready_port):
-    """CoreDNS on 198.18.0.1:53 answering cluster names only (no forwarding: nothing dials out)."""
-    return f""".:53 {{
-    bind {NODE_IP}
-    errors
-    health 127.0.0.1:{health_port}
-    ready 127.0.0.1:{ready_port}
-    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
-        kubeconfig {kubeconfig}
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 5
-    }}
-    cache 5
-}}
-"""
-
-
-COREDNS_RBAC = [
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-     "metadata": {"name": "system:coredns"},
-     "rules": [{"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"],
-                "verbs": ["list", "watch"]},
-               {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}]},
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "system:coredns"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
-     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "system:coredns"}]},
-]
 
 
 # ---------------------------------------------------------------- teardown (works from the record alone)
@@ -461,11 +270,7 @@ def remove_cgroups(roots, timeout=20.0):
     """Kill every process in the cgroup trees, then remove them bottom-up; return what stays."""
     deadline = time.monotonic() + timeout
     while True:
-        for pid in cgroup_pids(roots):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        signal_pids(cgroup_pids(roots), signal.SIGKILL)
         for root in roots:
             for dirpath, _dirs, _files in sorted(os.walk(root), key=lambda w: len(w[0]), reverse=True):
                 try:
@@ -573,7 +378,7 @@ def node_processes(record, keep=()):
     the cache, and holders of the machine lock; minus `keep`."""
     pids = []
     for info in (record or {}).get("pids", {}).values():
-        if pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]:
+        if runs_as_recorded(info):
             pids.append(info["pid"])
     for pid in all_pids():
         argv = pid_cmdline(pid)
@@ -712,22 +517,18 @@ def _teardown(record, keep):
     # 1. the node's own daemons (not containerd yet), then every container process
     for name in NODE_COMPONENTS[:-1]:
         info = pids.get(name)
-        if info and pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]:
+        if info and runs_as_recorded(info):
             kill_and_wait([info["pid"]], timeout=10)
     kill_and_wait([p for p in node_processes({}) if os.path.basename(pid_cmdline(p)[0]) in
                    ("kubelet", "kube-proxy", "coredns")], timeout=10)
-    for pid in cgroup_pids(cgroup_dirs()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    signal_pids(cgroup_pids(cgroup_dirs()), signal.SIGKILL)
     # 2. containerd and its shims
     kill_and_wait([p for p in node_processes(record) if os.path.basename(pid_cmdline(p)[0]).startswith("containerd")],
                   timeout=15)
     # 3. the control plane started with this node (recorded pids only), etcd last: the API
     #    server removes its `kubernetes` endpoint from etcd as it shuts down
     control = {name: info["pid"] for name, info in pids.items() if name not in NODE_COMPONENTS and name != "lock"
-               and pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]}
+               and runs_as_recorded(info)}
     kill_and_wait([pid for name, pid in control.items() if name != "etcd"], timeout=15)
     kill_and_wait([pid for name, pid in control.items() if name == "etcd"], timeout=15)
     # 4. mounts, cgroups, containers left in the persistent root
@@ -944,7 +745,7 @@ class RealNode:
     def _start_kubelet(self, cluster, pki, deadline):
         kubeconfig = self._kubeconfig(cluster, "kubelet", pki["kubelet-client.crt"], pki["kubelet-client.key"])
         os.makedirs(self.pod_logs_dir)
-        config = self._write("kubelet.yaml", kubelet_config(pki, free_port(), self.pod_logs_dir))
+        config = self._write("kubelet.yaml", kubelet_config(pki, free_port(), self.pod_logs_dir, CONTAINERD_SOCKET))
         cluster._spawn("kubelet", [os.path.join(self.bin_dir, "kubelet"), f"--config={config}",
                                    f"--kubeconfig={kubeconfig}", f"--root-dir={self.kubelet_root}",
                                    f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
@@ -956,7 +757,7 @@ class RealNode:
         healthz = free_port()
         config = self._write("kube-proxy.yaml", kube_proxy_config(kubeconfig, healthz, free_port()))
         cluster._spawn("kube-proxy", [os.path.join(self.bin_dir, "kube-proxy"), f"--config={config}", "--v=1"])
-        cluster._wait(deadline, "kube-proxy healthz", lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"))
+        cluster._wait(deadline, "kube-proxy healthz", lambda: http_ok(f"http://127.0.0.1:{healthz}/healthz"))
 
     def _start_coredns(self, cluster, pki, deadline):
         for obj in COREDNS_RBAC:
@@ -966,7 +767,7 @@ class RealNode:
         ready = free_port()
         conf = self._write("Corefile", corefile(kubeconfig, free_port(), ready))
         cluster._spawn("coredns", [os.path.join(self.bin_dir, "coredns"), "-conf", conf])
-        cluster._wait(deadline, "CoreDNS ready", lambda: _http_ok(f"http://127.0.0.1:{ready}/ready"))
+        cluster._wait(deadline, "CoreDNS ready", lambda: http_ok(f"http://127.0.0.1:{ready}/ready"))
 
     # -- stop
     def stop(self):
@@ -979,12 +780,3 @@ class RealNode:
         if problems:
             raise NodeError("real node left behind: " + "; ".join(problems))
 
-
-def _http_ok(url):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen(url, timeout=2) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False

@@ -15,6 +15,7 @@ per namespace, as in Zero to JupyterHub); cluster-wide ones carry the release na
 {{- /* The admission policy that keeps users' Services inside (paddle_ext.tenancy.EXPOSURE_POLICY_NAME). */}}
 {{- define "pc.exposurePolicy" -}}paddlecloud-services-stay-inside{{- end }}
 
+{{- /* paddle_ext.constants.HUB_API_PORT (tests/unit checks they are the same). */}}
 {{- define "pc.hubApiPort" -}}8081{{- end }}
 {{- define "pc.quotaPort" -}}10101{{- end }}
 {{- define "pc.proxyApiPort" -}}8001{{- end }}
@@ -125,7 +126,9 @@ The traitlets passthrough the hub loads last: hub.config, plus what the chart de
 {{- toYaml $settings }}
 {{- end }}
 
-{{- /* The pods' security context: Pod Security "restricted". */}}
+{{- /* The pods' and containers' security contexts: Pod Security "restricted", the user and group
+of every pod (paddle_ext.manifests' pod_security_context and container_security_context; tests/unit
+checks they are the same). */}}
 {{- define "pc.podSecurityContext" -}}
 runAsNonRoot: true
 runAsUser: 1000
@@ -138,4 +141,7 @@ seccompProfile:
 allowPrivilegeEscalation: false
 capabilities:
   drop: [ALL]
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
 {{- end }}

@@ -55,12 +55,20 @@
     return value === null || value === undefined ? '<span class="unset">unlimited</span>' : esc(value);
   }
 
+  // paddle_ext/grammars.json's quantity grammar (tests/unit/test_grammars.py checks they are the same).
+  const QUANTITY = /^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$/;
+  const SUFFIX_FACTORS = {
+    n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+    Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+  };
+
   function amount(text) {
     // Kubernetes quantity -> number, for the usage meter only.
-    const m = /^([0-9.]+)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$/.exec(String(text));
+    const m = QUANTITY.exec(String(text));
     if (!m) return NaN;
-    const f = { m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3, Ti: 1024 ** 4 }[m[2]] || 1;
-    return parseFloat(m[1]) * f;
+    const suffix = m[2];
+    const factor = !suffix ? 1 : suffix in SUFFIX_FACTORS ? SUFFIX_FACTORS[suffix] : 10 ** Number(suffix.slice(1));
+    return parseFloat(m[1]) * factor;
   }
 
   // Where a limit comes from, in words: "user", "group ml", "default" (saved in this panel)
