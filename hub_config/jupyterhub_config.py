@@ -30,6 +30,7 @@ Hub-level environment:
                                                 client_id/client_secret), applied last
 """
 
+import json
 import os
 import sys
 
@@ -41,7 +42,7 @@ from traitlets.config import Config
 
 from paddle_ext import tenancy
 from paddle_ext.constants import (HUB_API_PORT, MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
-                                  QUOTA_STORE_ENV, USER_LABEL)
+                                  QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
 from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
                                      notebook_environment, profile_list, traitlets_passthrough)
@@ -145,7 +146,8 @@ configure_quota_service(
     c, port=settings.quota_service_port, host=settings.quota_service_host,
     listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
-                 NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template},
+                 NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template,
+                 SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota)},
     args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
     admin_users=c.Authenticator.admin_users)
 

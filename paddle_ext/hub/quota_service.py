@@ -40,6 +40,7 @@ answer with. The handlers and routes are in `quota_handlers`, the hub client in
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -47,16 +48,16 @@ from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
-from traitlets import Enum, Integer, Unicode, default
+from traitlets import Dict, Enum, Integer, Unicode, default
 from traitlets.config import Application
 
 from ..backends.registry import KUBERNETES, LOCAL
 from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP,
-                         QUOTA_STORE_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
+                         QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import PaddleCloudError
 from ..jobkinds import JOB_KINDS
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
-from ..quota.model import FIELDS, JobUsage, QuotaConfig, QuotaInputError, resolve
+from ..quota.model import FIELDS, JobUsage, Limits, QuotaConfig, QuotaInputError, resolve
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
 from ..timestamps import now
 from .hub_directory import HubDirectory
@@ -97,6 +98,10 @@ class QuotaService(Application):
     hub_namespace = Unicode(help="Kubernetes store: namespace of the ConfigMap. Default: the hub's own "
                                  "($POD_NAMESPACE, else the service account's).").tag(config=True)
     configmap_name = Unicode(QUOTA_CONFIGMAP, help="Kubernetes store: the ConfigMap's name.").tag(config=True)
+    site_default_quota = Dict(help="""The site's default quota (quota API fields: gpus, cpu, memory, pods,
+        running_jobs): what applies to every field no user, group or saved default sets; never stored with
+        the saved settings. On Kubernetes the hub passes the chart's settings.default_quota. Default:
+        $PADDLECLOUD_DEFAULT_QUOTA (JSON), else none.""").tag(config=True)
     namespace_template = Unicode(help="Kubernetes store: each user's namespace, with {username}. Default: "
                                       "$PADDLECLOUD_NAMESPACE_TEMPLATE, else paddlecloud-{username}.").tag(config=True)
     gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
@@ -117,6 +122,17 @@ class QuotaService(Application):
     @default("store_kind")
     def _default_store_kind(self):
         return _env_default(QUOTA_STORE_ENV, LOCAL)
+
+    @default("site_default_quota")
+    def _default_site_default_quota(self):
+        text = _env_default(SITE_DEFAULT_QUOTA_ENV, "")
+        try:
+            value = json.loads(text) if text else {}
+        except ValueError as exc:
+            raise ValueError(f"${SITE_DEFAULT_QUOTA_ENV} is not JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise ValueError(f"${SITE_DEFAULT_QUOTA_ENV} must be a JSON object of quota fields")
+        return value
 
     @default("quota_file")
     def _default_quota_file(self):
@@ -152,12 +168,13 @@ class QuotaService(Application):
     async def setup(self) -> None:
         self.directory = HubDirectory(os.environ.get("JUPYTERHUB_API_URL", f"http://127.0.0.1:{HUB_API_PORT}/hub/api"),
                                       os.environ.get("JUPYTERHUB_API_TOKEN", ""))
+        site_default = Limits.from_dict(self.site_default_quota)  # QuotaInputError names a bad field
         if self.store_kind == LOCAL:
-            self.store = LocalQuotaStore(self.quota_file)
+            self.store = LocalQuotaStore(self.quota_file, site_default=site_default)
             self.usage_source = LocalUsage(self.user_home_template, self.paddlecloud_home)
         else:
             api = KubeApi.connect(self.kubeconfig or None)
-            self.store = KubernetesQuotaStore(api, self.hub_namespace, self.configmap_name)
+            self.store = KubernetesQuotaStore(api, self.hub_namespace, self.configmap_name, site_default=site_default)
             self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource)
             self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource, self.job_kind)
 
@@ -214,6 +231,7 @@ class QuotaService(Application):
             "version": config.version,
             "fields": list(FIELDS),
             "default": {"limits": config.default.limits.to_dict(), "revision": config.default.revision},
+            "site_default": config.site_default.to_dict(),
             "groups": [{"group": name, "members": sorted((hub_groups.get(name) or {}).get("users") or []),
                         "in_hub": name in hub_groups,
                         "limits": config.entry("groups", name).limits.to_dict(),

@@ -135,25 +135,29 @@ async def test_configmap_store_loses_no_concurrent_update_and_refuses_stale_ones
         await api.close()
 
 
-async def test_the_initial_default_rules_until_an_admin_saves_a_quota(cluster, core_v1, make_namespace):
-    """What PaddleCloudSpawner does before each start: the initial default (HubSettings.default_quota)
-    while no ConfigMap exists, then the ConfigMap; nothing limited means no ResourceQuota."""
+async def test_the_site_default_survives_every_save(cluster, core_v1, make_namespace):
+    """What PaddleCloudSpawner does before each start, with the chart's default quota as the
+    store's site default: it applies before anything is saved, and still applies to every field
+    nobody set after an admin saves a group, a user or the default (issue 28: the first save
+    used to drop it for everyone)."""
     hub_ns, user_ns = make_namespace("hub"), make_namespace("paddlecloud-dora")
     api = KubeApi.connect(cluster.kubeconfig)
     try:
-        store = KubernetesQuotaStore(api, hub_ns)
-        sync = QuotaSync(api, store, initial_default=Limits(gpus=1, memory="8Gi"))
-        await sync.sync_user("dora", ["ml"], namespace=user_ns)  # nothing saved yet: the initial default applies
+        store = KubernetesQuotaStore(api, hub_ns, site_default=Limits(gpus=1, memory="8Gi"))
+        sync = QuotaSync(api, store)
+        await sync.sync_user("dora", ["ml"], namespace=user_ns)  # nothing saved yet: the site default applies
         assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi",
                                                             **NO_EXPOSURE_HARD}
 
-        await store.update("groups", "ml", parse_patch({"gpus": 3}))  # now the ConfigMap rules
+        await store.update("users", "someone-else", parse_patch({"gpus": 5}))  # an unrelated save
         await sync.sync_user("dora", ["ml"], namespace=user_ns)
-        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3", **NO_EXPOSURE_HARD}
+        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi",
+                                                            **NO_EXPOSURE_HARD}
 
-        await store.update("groups", "ml", parse_patch({"gpus": None}))  # nothing limited: only the Service bar
+        await store.update("groups", "ml", parse_patch({"gpus": 3}))  # the group raises GPUs, memory stays
         await sync.sync_user("dora", ["ml"], namespace=user_ns)
-        assert quota_status(core_v1, user_ns).spec.hard == NO_EXPOSURE_HARD
+        assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3", "requests.memory": "8Gi",
+                                                            **NO_EXPOSURE_HARD}
     finally:
         await api.close()
 

@@ -148,6 +148,8 @@ def test_the_hub_config_uses_a_proxy_of_its_own_and_applies_the_passthrough_last
     (quota,) = [s for s in c.JupyterHub.services if s["name"] == "quota"]
     assert "--QuotaService.gpu_resource=nvidia.com/gpu" in quota["command"]
     assert "--QuotaService.job_kind=job" in quota["command"]  # admin usage and cancel read the site's kind
+    # The quota service knows the site's default quota, as the spawner does (issue 28).
+    assert json.loads(quota["environment"]["PADDLECLOUD_DEFAULT_QUOTA"]) == HubSettings().default_quota
     without = load_hub_config(monkeypatch, tmp_path, PADDLECLOUD_PROXY_API_URL="", PADDLECLOUD_HUB_CONFIG_FILE="")
     assert "should_start" not in without.ConfigurableHTTPProxy
 
