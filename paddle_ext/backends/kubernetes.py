@@ -25,6 +25,7 @@ from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND
                          GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
+from ..capacity import pods_in_use
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
 from ..jobkinds import JOB_KINDS, JobKind
@@ -298,6 +299,14 @@ class KubernetesBackend(JobBackend):
         except KubeApiError as exc:
             raise JobNotFound(name) from exc
 
+    async def _live_pods(self) -> list[dict]:
+        """Every pod in the namespace not yet finished; none if this account may not list them."""
+        try:
+            return (await self._call("list pods", "list", self._path("pods"),
+                                     fieldSelector="status.phase!=Succeeded,status.phase!=Failed")).get("items", [])
+        except Forbidden:
+            return []
+
     async def _pods(self, selector: str) -> list[dict]:
         return (await self._call("list pods", "list", self._path("pods"), labelSelector=selector)).get("items", [])
 
@@ -430,11 +439,13 @@ class KubernetesBackend(JobBackend):
 
     async def quota_in_namespace(self) -> tuple[Effective, dict[str, Decimal]]:
         """The limits the namespace's ResourceQuotas set (and where each comes from, as the
-        quota service recorded it), and the API server's own count of what is in use
-        (notebook pods included)."""
-        quotas = await self._resource_quotas() or []
+        quota service recorded it), and what is in use (notebook pods included): the API
+        server's own count where a quota limits a field, else the live pods' requests (a
+        quota counts only what it limits, so usage must not vanish with a limit)."""
+        quotas, pods = await asyncio.gather(self._resource_quotas(), self._live_pods())
+        quotas = quotas or []
         ours = [quota for quota in quotas if quota["metadata"]["name"] == QUOTA_NAME] or quotas
-        limits, in_use = Limits(), {}
+        limits, in_use = Limits(), pods_in_use(pods, self.gpu_resource)
         for quota in ours:
             quota_limits, quota_used = resource_quota_terms(quota, self.gpu_resource)
             limits = dataclasses.replace(limits, **quota_limits.set_fields())
