@@ -10,7 +10,8 @@ this file without editing it. Each user gets:
   ResourceQuota;
 - a notebook pod from one of the PaddlePaddle profiles (GPU, GPU x4, CPU), refused at
   once when the quota cannot fit it;
-- a home PersistentVolumeClaim kept across restarts, and the team's datasets mounted
+- a home PersistentVolumeClaim kept across restarts (the quickstart notebook and
+  train.py copied in on its first start), and the team's datasets mounted
   read-only at the same paths training jobs see.
 
 Hub-level environment:
@@ -39,7 +40,7 @@ from jupyterhub.app import JupyterHub
 from traitlets import TraitError
 from traitlets.config import Config
 
-from paddle_ext import tenancy
+from paddle_ext import homeseed, tenancy
 from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
                                   USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
@@ -132,6 +133,9 @@ c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName":
                          {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}] + dataset_volumes
 c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": HOME_MOUNT},
                                {"name": "dshm", "mountPath": "/dev/shm"}] + dataset_mounts
+# A new home gets the quickstart notebook and train.py from the image, as the embedded
+# default's does: copied on the first start, nothing the user has is overwritten.
+c.KubeSpawner.lifecycle_hooks = homeseed.post_start_hook(HOME_MOUNT)
 
 # --- Services ------------------------------------------------------------------------
 c.JupyterHub.services = [

@@ -213,20 +213,29 @@ def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub,
 
 
 def test_stop_and_start_keeps_the_home_volume_and_its_files(hub, core_v1):
+    """...and the examples the first start copied in (the postStart hook) are not copied again:
+    the user's own train.py stays theirs, a deleted quickstart stays deleted."""
     token = hub.admin_token
     hub.ensure_running("bob", token)
     headers = {"Authorization": f"token {token}"}
-    put = requests.put(f"{hub.url}/user/bob/api/contents/kept.txt", headers=headers, timeout=30,
-                       json={"type": "file", "format": "text", "content": "still here"})
-    assert put.status_code in (200, 201), put.text
+    contents = f"{hub.url}/user/bob/api/contents"
+    home = requests.get(contents, headers=headers, timeout=30).json()
+    assert {"quickstart.ipynb", "train.py"} <= {item["name"] for item in home["content"]}, home
+    for name, text in (("kept.txt", "still here"), ("train.py", "print('mine')\n")):
+        put = requests.put(f"{contents}/{name}", headers=headers, timeout=30,
+                           json={"type": "file", "format": "text", "content": text})
+        assert put.status_code in (200, 201), put.text
+    assert requests.delete(f"{contents}/quickstart.ipynb", headers=headers, timeout=30).status_code == 204
     claim = core_v1.read_namespaced_persistent_volume_claim("home-bob", ns("bob"))
     assert hub.hub_api("DELETE", "/users/bob/server", token).status_code in (202, 204)
     hub.wait_gone("bob", token)
     wait_for(lambda: notebook_pod(core_v1, "bob") is None, timeout=120, what="pod deleted")
     hub.ensure_running("bob", token)
     assert core_v1.read_namespaced_persistent_volume_claim("home-bob", ns("bob")).metadata.uid == claim.metadata.uid
-    got = requests.get(f"{hub.url}/user/bob/api/contents/kept.txt", headers=headers, timeout=30).json()
+    got = requests.get(f"{contents}/kept.txt", headers=headers, timeout=30).json()
     assert got["content"] == "still here"
+    assert requests.get(f"{contents}/train.py", headers=headers, timeout=30).json()["content"] == "print('mine')\n"
+    assert requests.get(f"{contents}/quickstart.ipynb", headers=headers, timeout=30).status_code == 404
 
 
 def test_the_hub_refuses_to_start_without_a_chosen_authenticator(tmp_path):
