@@ -63,6 +63,8 @@ export interface IOptions {
     cpu: { max: string };
     memory: { max: string };
   };
+  /** The image a job runs in when it names none and no list is offered ('' on the local backend). */
+  job_image?: string;
   defaults: {
     workers: number;
     gpus_per_worker: number;

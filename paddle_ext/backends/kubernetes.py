@@ -159,7 +159,7 @@ class KubernetesBackend(JobBackend):
                  ) -> ManifestSettings:
         return ManifestSettings(
             namespace=self.namespace,
-            image=self.options().default_image or self.image,
+            image=self.options().default_image or self.unnamed_image(),
             kind=self.job_kind,
             user=self.user,
             master_port=self.master_port,
@@ -207,6 +207,9 @@ class KubernetesBackend(JobBackend):
                     running = await self.running_usage()
                     check_fits(request, limits, running, in_use)
                 raise
+
+    def unnamed_image(self) -> str:
+        return self.image
 
     def outputs_note(self) -> str:
         if not self.workspace:
