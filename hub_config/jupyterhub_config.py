@@ -44,6 +44,7 @@ from paddle_ext import homeseed, tenancy
 from paddle_ext.constants import (MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_STORE_ENV,
                                   USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
+from paddle_ext.hub.spawner import TEMPLATES as SPAWN_PAGE_TEMPLATES
 from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
                                      notebook_environment, profile_list, traitlets_passthrough)
 
@@ -94,6 +95,7 @@ except ValueError as exc:
 
 # --- Spawner: per-user namespaces, profiles, storage --------------------------------
 c.JupyterHub.spawner_class = "paddle_ext.hub.spawner.PaddleCloudSpawner"
+c.JupyterHub.template_paths = [SPAWN_PAGE_TEMPLATES]  # the spawn page lists the spawner's steps in view
 c.PaddleCloudSpawner.paddlecloud_settings = settings
 # Each spawn writes the user's ResourceQuota from the quota settings (ConfigMap in the hub namespace).
 c.PaddleCloudSpawner.sync_quota = True
