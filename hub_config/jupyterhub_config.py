@@ -10,7 +10,8 @@ this file without editing it. Each user gets:
   ResourceQuota;
 - a notebook pod from one of the PaddlePaddle profiles (GPU, GPU x4, CPU), refused at
   once when the quota cannot fit it;
-- a home PersistentVolumeClaim kept across restarts, and the team's datasets mounted
+- a home PersistentVolumeClaim kept across restarts (the quickstart notebook and
+  train.py copied in on its first start), and the team's datasets mounted
   read-only at the same paths training jobs see.
 
 Hub-level environment:
@@ -40,10 +41,11 @@ from jupyterhub.app import JupyterHub
 from traitlets import TraitError
 from traitlets.config import Config
 
-from paddle_ext import tenancy
+from paddle_ext import homeseed, tenancy
 from paddle_ext.constants import (HUB_API_PORT, MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
                                   QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_LABEL)
 from paddle_ext.hub.quota_config import configure_quota_service
+from paddle_ext.hub.spawner import TEMPLATES as SPAWN_PAGE_TEMPLATES
 from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
                                      notebook_environment, profile_list, traitlets_passthrough)
 from paddle_ext.manifests import container_security_context, pod_security_context
@@ -96,6 +98,7 @@ except ValueError as exc:
 
 # --- Spawner: per-user namespaces, profiles, storage --------------------------------
 c.JupyterHub.spawner_class = "paddle_ext.hub.spawner.PaddleCloudSpawner"
+c.JupyterHub.template_paths = [SPAWN_PAGE_TEMPLATES]  # the spawn page lists the spawner's steps in view
 c.PaddleCloudSpawner.paddlecloud_settings = settings
 # Each spawn writes the user's ResourceQuota from the quota settings (ConfigMap in the hub namespace).
 c.PaddleCloudSpawner.sync_quota = True
@@ -130,6 +133,9 @@ c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName":
                          {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}] + dataset_volumes
 c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": HOME_MOUNT},
                                {"name": "dshm", "mountPath": "/dev/shm"}] + dataset_mounts
+# A new home gets the quickstart notebook and train.py from the image, as the embedded
+# default's does: copied on the first start, nothing the user has is overwritten.
+c.KubeSpawner.lifecycle_hooks = homeseed.post_start_hook(HOME_MOUNT)
 
 # --- Services ------------------------------------------------------------------------
 c.JupyterHub.services = [

@@ -72,6 +72,10 @@ OUTPUT_DIR_ENV = "PADDLECLOUD_OUTPUT_DIR"
 WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
 WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"
 OUTPUTS_FOLDER = "paddlecloud-outputs"  # on the shared workspace: <mount>/paddlecloud-outputs/<job>
+# Set by the server extension for the kernels it starts: where JupyterLab is, so the widgets
+# can link a job's output folder into its file browser.
+SERVER_ROOT_ENV = "PADDLECLOUD_SERVER_ROOT"
+SERVER_BASE_URL_ENV = "PADDLECLOUD_SERVER_BASE_URL"
 DATASET_ENV_PREFIX = "PADDLECLOUD_DATASET_"
 # Credentials of the notebook server, which its jobs never get (jobs on Kubernetes run in
 # pods of their own without them; local jobs are started without them).

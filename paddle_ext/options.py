@@ -48,6 +48,9 @@ class JobOptions:
     max_memory: str = "64Gi"
     default_command: tuple[str, ...] = ()
     outputs_note: str = ""  # said in the launcher when this deployment may not keep job outputs
+    # The image a job runs in when it names none and no list is offered; "" where jobs run in
+    # the server's own Python environment (the local backend).
+    job_image: str = ""
 
     @classmethod
     def build(cls, backend: str, images: Iterable[Mapping] = (), datasets: Iterable[Mapping] = (),
@@ -82,6 +85,7 @@ class JobOptions:
             },
             "defaults": self.defaults(),
             "outputs_note": self.outputs_note,
+            "job_image": self.job_image,
         }
 
     def check(self, spec: JobSpec) -> None:

@@ -1,7 +1,7 @@
 /** How jobs, times and quotas read in the panel (pure). */
 
 import { amountValue, formatMemory, parseQuantity } from './quantity';
-import { IJob, IQuotaReport, QUOTA_FIELDS, QuotaField, isFinished } from './types';
+import { ICodeRecord, IJob, IQuotaReport, QUOTA_FIELDS, QuotaField, isFinished } from './types';
 
 /** "45s", "3m 12s", "2h 05m", "3d 4h". */
 export function formatDuration(seconds: number): string {
@@ -129,4 +129,53 @@ export function quotaRows(report: IQuotaReport): IQuotaRow[] {
       source: report.sources[field] ?? ''
     };
   });
+}
+
+/** "sha256:0123456789abcdef…" -> "0123456789ab": enough to tell two snapshots apart. */
+export function shortDigest(digest: string | null | undefined): string {
+  if (!digest) {
+    return '';
+  }
+  return digest.slice(digest.indexOf(':') + 1).slice(0, 12);
+}
+
+/** 512 -> "512 B", 3481 -> "3.4 KiB" (binary units, as the server's quantity.human_bytes). */
+export function formatBytes(count: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let size = Math.max(0, count);
+  for (const unit of units) {
+    if (size < 1024 || unit === units[units.length - 1]) {
+      return unit === 'B' ? `${Math.round(size)} B` : `${size.toFixed(1)} ${unit}`;
+    }
+    size /= 1024;
+  }
+  return `${count} B`; // not reached
+}
+
+/** "12 files, 3.4 KiB". */
+export function codeSummary(code: Pick<ICodeRecord, 'files' | 'bytes'>): string {
+  return `${plural(code.files, 'file')}, ${formatBytes(code.bytes)}`;
+}
+
+/**
+ * `path` relative to the server's root folder, as JupyterLab's file browser names it
+ * ("" for the root itself), or null when the file browser cannot reach it.
+ */
+export function pathUnderRoot(path: string, serverRoot: string): string | null {
+  const trim = (p: string) => p.replace(/\/+$/, '');
+  const root = trim(serverRoot);
+  const target = trim(path);
+  if (!path.startsWith('/') || !serverRoot.startsWith('/')) {
+    return null; // "~" or a relative path: nothing to compare with
+  }
+  if (target === root) {
+    return '';
+  }
+  return target.startsWith(`${root}/`) ? target.slice(root.length + 1) : null;
+}
+
+/** The JupyterLab URL that opens the file browser at a folder under the server root. */
+export function labTreeUrl(baseUrl: string, relative: string): string {
+  const base = baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`;
+  return `${base}lab/tree/${relative.split('/').map(encodeURIComponent).join('/')}`;
 }

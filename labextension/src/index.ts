@@ -23,6 +23,8 @@ export namespace CommandIDs {
   export const newJob = 'paddlecloud:new-job';
   export const showJobs = 'paddlecloud:show-jobs';
   export const openJob = 'paddlecloud:open-job';
+  /** JupyterLab's file browser command (the filebrowser extension may be disabled). */
+  export const goToPath = 'filebrowser:go-to-path';
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -47,7 +49,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         app.shell.activateById(open.id);
         return open;
       }
-      const content = new JobView(name, model);
+      const content = new JobView(name, model, path => {
+        if (!app.commands.hasCommand(CommandIDs.goToPath)) {
+          return false;
+        }
+        void app.commands.execute(CommandIDs.goToPath, { path });
+        return true;
+      });
       const widget = new MainAreaWidget({ content });
       widget.id = `paddlecloud-job-${name}`;
       widget.title.label = name;

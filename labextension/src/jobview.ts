@@ -5,17 +5,26 @@
  */
 
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { PageConfig } from '@jupyterlab/coreutils';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
 import { h, phaseBadge } from './dom';
 import { describeError } from './errors';
-import { gpusPerWorker, jobResources, jobTiming } from './format';
+import {
+  codeSummary,
+  gpusPerWorker,
+  jobResources,
+  jobTiming,
+  labTreeUrl,
+  pathUnderRoot,
+  shortDigest
+} from './format';
 import { paddleIcon } from './icons';
 import { FollowState, LogFollower } from './logstream';
 import { LogViewer } from './logview';
 import { JobsModel } from './model';
 import { joinCommand } from './shlex';
-import { IJob, isFinished } from './types';
+import { ICodeRecord, IJob, IOutputsRecord, isFinished } from './types';
 
 const ENDINGS: Record<string, string> = {
   Succeeded: 'the job succeeded',
@@ -32,9 +41,14 @@ export class JobView extends Widget {
   private loadError: string | null = null;
   private shown = '';
 
+  /**
+   * @param openFolder shows a folder (relative to the server root) in the file browser;
+   *   false when it cannot, and the output folder's link then opens JupyterLab at it.
+   */
   constructor(
     readonly jobName: string,
-    private readonly model: JobsModel
+    private readonly model: JobsModel,
+    private readonly openFolder: (path: string) => boolean = () => false
   ) {
     super();
     this.addClass('pc-JobView');
@@ -151,7 +165,7 @@ export class JobView extends Widget {
           job.reason ? h('b', { text: `${job.reason}: ` }) : null, job.message || '')
       );
     }
-    node.append(details(job), workerTable(job));
+    node.append(details(job, this.openFolder), workerTable(job));
   }
 
   private async cancel(): Promise<void> {
@@ -204,7 +218,7 @@ function showFollowState(logs: LogViewer, state: FollowState, detail: string): v
   }
 }
 
-function details(job: IJob): HTMLElement {
+function details(job: IJob, openFolder: (path: string) => boolean): HTMLElement {
   const spec = job.spec ?? { command: [] };
   const list = h('dl', { class: 'pc-JobView-details' });
   const add = (term: string, value: Node | string | null) => {
@@ -220,37 +234,53 @@ function details(job: IJob): HTMLElement {
   add('Environment', env.length ? h('code', { text: env.map(([k, v]) => `${k}=${v}`).join(' ') }) : null);
   add('Max runtime', spec.max_runtime_seconds ? `${spec.max_runtime_seconds} s` : null);
   add('Backend', job.backend || null);
-  add('Code snapshot', recorded(job.code, ['digest', 'files', 'size']));
-  add('Output folder', recorded(job.outputs, ['path', 'dir', 'folder']));
+  add('Code', job.code ? codeDetail(job.code, job.name) : null);
+  add('Output folder', job.outputs ? outputsDetail(job.outputs, openFolder) : null);
   return list;
 }
 
-/**
- * A recorded value the server may add to a job (`code`, `outputs`): nothing when
- * absent; a string as it is; an object as its known fields first, then the rest.
- */
-export function recorded(value: unknown, known: string[]): HTMLElement | null {
-  if (value === undefined || value === null || value === '') {
-    return null;
-  }
-  if (typeof value !== 'object') {
-    return h('code', { text: String(value) });
-  }
-  const entries = Object.entries(value as Record<string, unknown>).sort(
-    ([a], [b]) => rank(known, a) - rank(known, b)
-  );
+/** "12 files, 3.4 KiB · 0123456789ab · from ~/project": what the job ran. */
+function codeDetail(code: ICodeRecord, name: string): HTMLElement {
+  const digest = shortDigest(code.digest);
   return h(
     'span',
-    { class: 'pc-Recorded' },
-    ...entries.map(([key, item]) =>
-      h('span', { class: 'pc-Recorded-item' }, `${key}: `, h('code', { text: typeof item === 'object' ? JSON.stringify(item) : String(item) }))
-    )
+    { class: 'pc-Code' },
+    codeSummary(code),
+    digest ? ' · ' : null,
+    digest ? h('code', { class: 'pc-Code-digest', title: code.digest ?? '', text: digest }) : null,
+    code.workdir ? ' · from ' : null,
+    code.workdir ? h('code', { text: code.workdir }) : null,
+    code.stored ? h('span', { class: 'pc-Hint', title: `paddlecloud code ${name} gets the files back`, text: ' · kept' }) : null
   );
 }
 
-function rank(known: string[], key: string): number {
-  const at = known.indexOf(key);
-  return at < 0 ? known.length : at;
+/** The folder, a link that shows it in the file browser when it is under the server root, and
+ *  the server's note when the folder does not outlive the job. */
+function outputsDetail(outputs: IOutputsRecord, openFolder: (path: string) => boolean): HTMLElement | null {
+  if (!outputs.path) {
+    return outputs.note ? h('span', { class: 'pc-Hint', text: outputs.note }) : null;
+  }
+  const relative = outputs.kept ? pathUnderRoot(outputs.path, PageConfig.getOption('serverRoot')) : null;
+  let folder: HTMLElement = h('code', { text: outputs.path });
+  if (relative !== null) {
+    const link = h('a', {
+      class: 'pc-Outputs-link',
+      title: 'Show this folder in the file browser',
+      attrs: { href: labTreeUrl(PageConfig.getBaseUrl(), relative), target: '_blank', rel: 'noopener' }
+    }, folder);
+    link.addEventListener('click', event => {
+      if (openFolder(relative)) {
+        event.preventDefault();
+      }
+    });
+    folder = link;
+  }
+  return h(
+    'span',
+    { class: 'pc-Outputs' },
+    folder,
+    !outputs.kept && outputs.note ? h('span', { class: 'pc-Hint', text: ` · ${outputs.note}` }) : null
+  );
 }
 
 function workerTable(job: IJob): HTMLElement {

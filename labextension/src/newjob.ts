@@ -137,11 +137,12 @@ export class JobForm extends Widget {
         image.append(option);
       }
     } else {
-      image.append(h('option', { attrs: { value: '' }, text: LOCAL_IMAGE_CHOICE }));
+      // No choice offered: the image jobs run in (Kubernetes), or this Python environment (local).
+      image.append(h('option', { attrs: { value: '' }, text: options.job_image || LOCAL_IMAGE_CHOICE }));
       image.disabled = true;
     }
     this.inputs.set('image', image);
-    this.field(form, 'image', 'Image', image, '');
+    this.field(form, 'image', 'Image', image, !options.images.length && options.job_image ? 'Every job runs in this image here.' : '');
 
     const datasets = h('div', { class: 'pc-Datasets' });
     if (options.datasets.length) {

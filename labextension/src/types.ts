@@ -39,9 +39,27 @@ export interface IJob {
   worker_states: IWorkerState[];
   backend: string;
   /** What code the job ran (digest, files, size), once the server records it. */
-  code?: unknown;
+  code?: ICodeRecord | null;
   /** Where the job's outputs are, once the server records it. */
-  outputs?: unknown;
+  outputs?: IOutputsRecord | null;
+}
+
+/** What the server records of a job's code (`workspace.CodeSnapshot.record()`). */
+export interface ICodeRecord {
+  workdir: string;
+  digest: string | null;
+  files: number;
+  bytes: number;
+  /** The files were kept with the job: `paddlecloud code NAME` gets them back. */
+  stored: boolean;
+}
+
+/** Where a job's outputs are (`jobs.outputs_record()`). */
+export interface IOutputsRecord {
+  path: string | null;
+  /** The folder outlives the job's pods (it is on a volume the notebook sees). */
+  kept: boolean;
+  note: string;
 }
 
 export interface IChoice {
@@ -63,6 +81,8 @@ export interface IOptions {
     cpu: { max: string };
     memory: { max: string };
   };
+  /** The image a job runs in when it names none and no list is offered ('' on the local backend). */
+  job_image?: string;
   defaults: {
     workers: number;
     gpus_per_worker: number;

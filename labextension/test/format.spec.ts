@@ -1,4 +1,15 @@
-import { formatDuration, jobResources, jobTiming, quotaRows, usageSummary } from '../src/format';
+import {
+  codeSummary,
+  formatBytes,
+  formatDuration,
+  jobResources,
+  jobTiming,
+  labTreeUrl,
+  pathUnderRoot,
+  quotaRows,
+  shortDigest,
+  usageSummary
+} from '../src/format';
 import { IJob, IQuotaReport } from '../src/types';
 
 function job(name: string, phase: IJob['phase'], workers: number, gpus: number): IJob {
@@ -39,5 +50,28 @@ describe('format', () => {
     expect(rows.memory).toMatchObject({ used: '8Gi', limit: '16Gi', fraction: 0.5 });
     expect(rows.running_jobs.fraction).toBe(1);
     expect(rows.cpu).toMatchObject({ limit: 'unlimited', fraction: null });
+  });
+});
+
+describe('a job\'s code and outputs', () => {
+  it('shows the code as files, size in human units and a short digest', () => {
+    expect([0, 512, 1023, 1024, 3481, 5 * 2 ** 20, 3 * 2 ** 40].map(formatBytes)).toEqual([
+      '0 B', '512 B', '1023 B', '1.0 KiB', '3.4 KiB', '5.0 MiB', '3.0 TiB'
+    ]);
+    expect(codeSummary({ files: 12, bytes: 3481 })).toBe('12 files, 3.4 KiB');
+    expect(codeSummary({ files: 1, bytes: 10 })).toBe('1 file, 10 B');
+    expect(shortDigest('sha256:0123456789abcdef0123')).toBe('0123456789ab');
+    expect(shortDigest(null)).toBe('');
+  });
+
+  it('links an output folder under the server root into the file browser, and nothing outside it', () => {
+    expect(pathUnderRoot('/home/jovyan/paddlecloud-outputs/job-1', '/home/jovyan')).toBe('paddlecloud-outputs/job-1');
+    expect(pathUnderRoot('/home/jovyan/', '/home/jovyan')).toBe('');
+    expect(pathUnderRoot('/home/jovyanx/out', '/home/jovyan')).toBeNull();
+    expect(pathUnderRoot('/tmp/paddlecloud-outputs/job-1', '/home/jovyan')).toBeNull();
+    expect(pathUnderRoot('/srv/out', '/')).toBe('srv/out');
+    expect(pathUnderRoot('/home/me/out', '~')).toBeNull();
+    expect(labTreeUrl('/user/alice/', 'paddlecloud-outputs/my job')).toBe('/user/alice/lab/tree/paddlecloud-outputs/my%20job');
+    expect(labTreeUrl('/', '')).toBe('/lab/tree/');
   });
 });

@@ -98,7 +98,13 @@ class JobBackend(LoggingConfigurable):
         return JobOptions.build(
             self.name, self.images, self.datasets, max_workers=self.max_workers,
             max_gpus_per_worker=self.max_gpus_per_worker, max_cpu=self.max_cpu, max_memory=self.max_memory,
-            default_command=tuple(self.default_command), outputs_note=self.outputs_note())
+            default_command=tuple(self.default_command), outputs_note=self.outputs_note(),
+            job_image=self.unnamed_image())
+
+    def unnamed_image(self) -> str:
+        """The image a job runs in when it names none and no list is offered ('': no image,
+        jobs run in this Python environment)."""
+        return ""
 
     def outputs_note(self) -> str:
         """What the launcher should say about keeping job outputs ('' when they are kept)."""

@@ -153,7 +153,7 @@ class KubernetesBackend(JobBackend):
                  ) -> ManifestSettings:
         return ManifestSettings(
             namespace=self.namespace,
-            image=self.options().default_image or self.image,
+            image=self.options().default_image or self.unnamed_image(),
             kind=self.job_kind,
             user=self.user,
             master_port=self.master_port,
@@ -192,6 +192,9 @@ class KubernetesBackend(JobBackend):
         if cap is not None:
             checks.append((Limits(running_jobs=cap), {}))
         return checks
+
+    def unnamed_image(self) -> str:
+        return self.image
 
     def outputs_note(self) -> str:
         if not self.workspace:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import sys
 from hmac import compare_digest
 from pathlib import Path
@@ -24,6 +23,7 @@ from jupyterhub.spawner import SimpleLocalProcessSpawner
 from traitlets import List, Unicode
 
 from ..backends.registry import LOCAL
+from ..homeseed import seed_home
 from ..ports import free_port
 from ..constants import BACKEND_ENV, HOME_ENV, QUOTA_FILE_ENV, paddlecloud_home
 
@@ -147,17 +147,9 @@ class PaddleLocalSpawner(SimpleLocalProcessSpawner):
         return env
 
     def prepare_home(self) -> None:
-        home_dir = Path(self.home_dir)
-        state = home_dir / ".paddlecloud"
-        state.mkdir(parents=True, exist_ok=True)
-        marker = state / "examples-copied"
-        if marker.exists():
-            return  # not the first start: a deleted example stays deleted
-        for source in map(Path, self.examples):
-            target = home_dir / source.name
-            if source.is_file() and not target.exists():
-                shutil.copy2(source, target)
-        marker.touch()
+        """The home and its .paddlecloud folder, and the examples on the first start: the
+        same rule as a notebook pod's home on Kubernetes (paddle_ext.homeseed)."""
+        seed_home(self.home_dir, self.examples)
 
     async def start(self):
         self.prepare_home()

@@ -12,12 +12,14 @@ the cluster-wide admission policy that keeps users' Services inside the cluster.
 
 Each of these steps, and the home volume, is reported as it happens through
 KubeSpawner's progress events (`progress()`), so the hub's spawn page shows them before
-the pod's own events.
+the pod's own events; its template (templates/spawn_pending.html, TEMPLATES) lists them
+above the progress bar.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Awaitable, Callable
 
 from kubernetes_asyncio.client import (AdmissionregistrationV1Api, CustomObjectsApi, NetworkingV1Api,
@@ -37,6 +39,8 @@ from .quota_sync import QuotaSync
 from .settings import HubSettings, dataset_claims, notebook_request
 
 _KUBE_API: KubeApi | None = None
+# JupyterHub.template_paths: the spawn page that lists the steps below in view.
+TEMPLATES = str(Path(__file__).with_name("templates"))
 
 
 def hub_kube_api() -> KubeApi:

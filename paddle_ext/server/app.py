@@ -15,6 +15,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Unicode, default
 
 from ..backends.registry import backend_class, default_backend_name, make_backend
+from ..constants import SERVER_BASE_URL_ENV, SERVER_ROOT_ENV
 from .handlers import FALLBACK, HANDLERS
 
 
@@ -39,6 +40,9 @@ class PaddleCloudExtension(ExtensionApp):
         job_backend = make_backend(self.backend, **options)
         self.settings["paddle_backend"] = job_backend
         self.settings["paddle_root_dir"] = os.path.abspath(os.path.expanduser(self.serverapp.root_dir))
+        # Kernels this server starts inherit them: the widgets link output folders into JupyterLab.
+        os.environ[SERVER_ROOT_ENV] = self.settings["paddle_root_dir"]
+        os.environ[SERVER_BASE_URL_ENV] = self.serverapp.base_url
         self.log.info("PaddleCloud: %s job backend", job_backend.name)
 
     def initialize_handlers(self):

@@ -72,9 +72,11 @@ class JobLauncher(widgets.VBox):
         self.cpu = widgets.Text(description="CPU per worker", value=defaults["cpu"], style=style)
         self.memory = widgets.Text(description="Memory", value=defaults["memory"], style=style)
         images = [image.name for image in options.images]
-        # Without an image list (the local backend) jobs use this Python environment.
-        self.image = widgets.Dropdown(description="Image", options=images or [LOCAL_IMAGE_CHOICE],
-                                      value=defaults["image"] if images else LOCAL_IMAGE_CHOICE,
+        # Without an image list, the one image jobs run in (Kubernetes' default worker image),
+        # or this Python environment (the local backend): said, not offered as a choice.
+        fixed = options.job_image or LOCAL_IMAGE_CHOICE
+        self.image = widgets.Dropdown(description="Image", options=images or [fixed],
+                                      value=defaults["image"] if images else fixed,
                                       style=style, disabled=not images)
         self._has_images = bool(images)
         datasets = [dataset.name for dataset in options.datasets]

@@ -1,20 +1,24 @@
-"""JobMonitor (phase, each worker's launch progress, live metric plots, live logs with a
-"My output only" toggle, Cancel) and JobList."""
+"""JobMonitor (phase, each worker's launch progress, the code it ran and its output folder,
+live metric plots, live logs with a "My output only" toggle, Cancel) and JobList."""
 
 from __future__ import annotations
 
 import html
+import os
 import threading
 import time
 from collections import deque
+from urllib.parse import quote
 
 import ipywidgets as widgets
 
 from ..client import JobClient
+from ..constants import SERVER_BASE_URL_ENV, SERVER_ROOT_ENV
 from ..errors import PaddleCloudError
 from ..jobs import Phase, WorkerProgress
 from ..loglines import FrameworkFilter
 from ..metrics import format_cursor
+from ..quantity import human_bytes
 from .plots import MetricsPlot
 
 ALL_WORKERS = -1  # the filter's "All workers" choice (a Dropdown shows nothing for None)
@@ -70,6 +74,53 @@ def render_workers(job) -> str:
             f"<th {cell}>Exit code</th><th {cell}>Launch</th><th {cell}>Detail</th></tr>{''.join(rows)}</table>")
 
 
+def short_digest(digest: str | None) -> str:
+    """'sha256:0123456789abcdef...' -> '0123456789ab': enough to tell two snapshots apart."""
+    return (digest or "").rpartition(":")[2][:12]
+
+
+def lab_tree_url(path: str, root: str, base_url: str) -> str | None:
+    """The JupyterLab URL that shows folder `path` in the file browser, or None when it is
+    not under the server's root folder (the file browser cannot reach it)."""
+    if not (os.path.isabs(path) and os.path.isabs(root)):
+        return None
+    relative = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        return None
+    return f"{base_url.rstrip('/')}/lab/tree/{quote('' if relative == '.' else relative)}"
+
+
+def server_location() -> tuple[str, str] | None:
+    """(root folder, base URL) of the Jupyter server this kernel belongs to, when it says."""
+    root, base_url = os.environ.get(SERVER_ROOT_ENV), os.environ.get(SERVER_BASE_URL_ENV)
+    return (root, base_url) if root and base_url else None
+
+
+def render_code_and_outputs(code: dict | None, outputs: dict | None, server: tuple[str, str] | None) -> str:
+    """'Code: 12 files, 3.4 KiB, 0123456789ab, from /home/me/project' and 'Outputs: <folder>
+    Open in JupyterLab' (or why the folder is not kept); '' while the job has neither."""
+    lines = []
+    if code:
+        files = code.get("files", 0)
+        parts = [f"{files} file{'' if files == 1 else 's'}", human_bytes(code.get("bytes", 0))]
+        digest = short_digest(code.get("digest"))
+        if digest:
+            parts.append(f'<code title="{html.escape(code["digest"])}">{digest}</code>')
+        if code.get("workdir"):
+            parts.append(f"from <code>{html.escape(code['workdir'])}</code>")
+        lines.append("<b>Code:</b> " + ", ".join(parts))
+    if outputs and outputs.get("path"):
+        path = outputs["path"]
+        line = f"<b>Outputs:</b> <code>{html.escape(path)}</code>"
+        url = lab_tree_url(path, *server) if server and outputs.get("kept") else None
+        if url:
+            line += f' <a href="{html.escape(url)}" target="_blank" rel="noopener">Open in JupyterLab</a>'
+        if not outputs.get("kept") and outputs.get("note"):
+            line += f' <span style="color:#757575">({html.escape(outputs["note"])})</span>'
+        lines.append(line)
+    return '<div class="paddle-record" style="font-size:12px">' + "<br>".join(lines) + "</div>" if lines else ""
+
+
 class JobMonitor(widgets.VBox):
     """Live view of one job. Follows the logs on a background thread until the job ends;
     plots the metrics found in them (paddle_ext.report(), Model.fit) as they come."""
@@ -93,6 +144,7 @@ class JobMonitor(widgets.VBox):
 
         self.header = widgets.HTML()
         self.workers_view = widgets.HTML()
+        self.record_view = widgets.HTML()  # the job's code and output folder
         self.plots = MetricsPlot()
         self.plots.layout.display = "none"  # until the first point arrives
         self.worker_filter = widgets.Dropdown(description="Logs", options=[("All workers", ALL_WORKERS)])
@@ -106,7 +158,7 @@ class JobMonitor(widgets.VBox):
         self.cancel_button.on_click(self._on_cancel)
         self.mine_only.observe(self._on_mine, names="value")
         super().__init__(
-            [self.header, self.workers_view, self.plots,
+            [self.header, self.workers_view, self.record_view, self.plots,
              widgets.HBox([self.worker_filter, self.mine_only, self.cancel_button]), self.log_view, self.error],
             **kwargs,
         )
@@ -133,6 +185,7 @@ class JobMonitor(widgets.VBox):
         detail = f" &mdash; {html.escape(job.message)}" if job.message else ""
         self.header.value = f"<b>{html.escape(job.name)}</b> {phase_badge(job.phase)}{detail}"
         self.workers_view.value = render_workers(job)
+        self.record_view.value = render_code_and_outputs(job.code, job.outputs, server_location())
         self._update_cancel()
 
     def _update_cancel(self) -> None:

@@ -87,8 +87,10 @@ def test_a_real_notebook_answers_through_the_proxy_and_runs_a_real_job_with_its_
 
 def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
     """KubeSpawner's progress events (what the hub's spawn page shows) carry our steps:
-    namespace, RBAC, dataset volumes, quota, quota check, home volume."""
+    namespace, RBAC, dataset volumes, quota, quota check, home volume; the page itself lists
+    them in view, above its progress bar (paddle_ext/hub/templates/spawn_pending.html)."""
     token = hub.admin_token
+    browser = hub.login("admin")  # logged in before the spawn: the page is read while it is pending
     # (an allowed user is in the hub's database from its start: 409 says it exists)
     assert hub.hub_api("POST", "/users/dave", token).status_code in (201, 409)
     # The hub's POST waits for a quick spawn to finish; the page listens while it is pending.
@@ -96,6 +98,9 @@ def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
     starting.start()
     wait_for(lambda: (hub.hub_api("GET", "/users/dave", token).json().get("servers", {}).get("", {})
                       .get("pending") == "spawn"), timeout=30, interval=0.05, what="the spawn to be pending")
+    page = browser.get(f"{hub.url}/hub/spawn-pending/dave", timeout=30)
+    assert page.status_code == 200 and page.text.index('id="paddle-spawn-steps"') < page.text.index(
+        'id="progress-bar"'), page.text[:2000]
     events = []
     with hub.hub_api("GET", "/users/dave/server/progress", token, stream=True, timeout=300) as response:
         assert response.status_code == 200, response.text
@@ -213,20 +218,29 @@ def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub,
 
 
 def test_stop_and_start_keeps_the_home_volume_and_its_files(hub, core_v1):
+    """...and the examples the first start copied in (the postStart hook) are not copied again:
+    the user's own train.py stays theirs, a deleted quickstart stays deleted."""
     token = hub.admin_token
     hub.ensure_running("bob", token)
     headers = {"Authorization": f"token {token}"}
-    put = requests.put(f"{hub.url}/user/bob/api/contents/kept.txt", headers=headers, timeout=30,
-                       json={"type": "file", "format": "text", "content": "still here"})
-    assert put.status_code in (200, 201), put.text
+    contents = f"{hub.url}/user/bob/api/contents"
+    home = requests.get(contents, headers=headers, timeout=30).json()
+    assert {"quickstart.ipynb", "train.py"} <= {item["name"] for item in home["content"]}, home
+    for name, text in (("kept.txt", "still here"), ("train.py", "print('mine')\n")):
+        put = requests.put(f"{contents}/{name}", headers=headers, timeout=30,
+                           json={"type": "file", "format": "text", "content": text})
+        assert put.status_code in (200, 201), put.text
+    assert requests.delete(f"{contents}/quickstart.ipynb", headers=headers, timeout=30).status_code == 204
     claim = core_v1.read_namespaced_persistent_volume_claim("home-bob", ns("bob"))
     assert hub.hub_api("DELETE", "/users/bob/server", token).status_code in (202, 204)
     hub.wait_gone("bob", token)
     wait_for(lambda: notebook_pod(core_v1, "bob") is None, timeout=120, what="pod deleted")
     hub.ensure_running("bob", token)
     assert core_v1.read_namespaced_persistent_volume_claim("home-bob", ns("bob")).metadata.uid == claim.metadata.uid
-    got = requests.get(f"{hub.url}/user/bob/api/contents/kept.txt", headers=headers, timeout=30).json()
+    got = requests.get(f"{contents}/kept.txt", headers=headers, timeout=30).json()
     assert got["content"] == "still here"
+    assert requests.get(f"{contents}/train.py", headers=headers, timeout=30).json()["content"] == "print('mine')\n"
+    assert requests.get(f"{contents}/quickstart.ipynb", headers=headers, timeout=30).status_code == 404
 
 
 def test_the_hub_refuses_to_start_without_a_chosen_authenticator(tmp_path):

@@ -183,6 +183,7 @@ def test_options_by_value(server):
         "defaults": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi", "image": None,
                      "command": ["python", "train.py", "--epochs", "3"]},
         "outputs_note": "",
+        "job_image": "",
     }
     quota = server.api("GET", "/quota").json()
     assert (quota["user"], quota["limits"], quota["sources"]) == (getpass.getuser(), {}, {})

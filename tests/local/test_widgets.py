@@ -53,6 +53,9 @@ def test_launch_follow_and_reattach(client):
         assert f"[worker-{worker}] env PADDLECLOUD_DATASET_MNIST={client.backend.datasets[0]['path']}" \
             in monitor.log_lines
     assert "tick 1 4" in monitor.log_view.value and "Succeeded" in monitor.header.value
+    job = client.get(monitor.name)  # what it ran and where its outputs are, as a user reads them
+    assert f"<b>Code:</b> {job.code['files']} files, " in monitor.record_view.value
+    assert f"<b>Outputs:</b> <code>{job.outputs['path']}</code>" in monitor.record_view.value
     wait_for(lambda: "running jobs: 0 used" in launcher.quota_view.value, 30,
              "the launcher's quota line to refresh when the job ended")
 

@@ -159,3 +159,9 @@ def test_a_bad_passthrough_stops_the_hub_with_one_line(monkeypatch, tmp_path):
     passthrough.write_text("client_id: abc\n")
     with pytest.raises(SystemExit, match="PaddleCloud Hub: .*'client_id' is not a class name"):
         load_hub_config(monkeypatch, tmp_path, PADDLECLOUD_HUB_CONFIG_FILE=str(passthrough))
+
+
+def test_the_hub_config_seeds_a_new_home_from_the_notebook_image(monkeypatch, tmp_path):
+    c = load_hub_config(monkeypatch, tmp_path)
+    assert c.KubeSpawner.lifecycle_hooks == {"postStart": {"exec": {"command": [
+        "python", "-m", "paddle_ext.homeseed", "/home/jovyan", "/opt/paddlecloud/examples"]}}}

@@ -103,6 +103,7 @@ def test_options_serialise_the_launchers_form_with_the_spec_defaults():
         "defaults": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi", "image": "paddle:gpu",
                      "command": ["python", "train.py"]},
         "outputs_note": "",
+        "job_image": "",
     }
     spec = JobSpec(command=["x"])
     assert (spec.workers, spec.cpu, spec.memory) == (1, "1", "2Gi")  # the same defaults
@@ -152,3 +153,24 @@ def test_the_backends_package_still_offers_its_names():
     assert set(backends.__all__) <= set(dir(backends))
     with pytest.raises(AttributeError):
         backends.NoSuchThing  # noqa: B018
+
+
+def test_the_options_name_the_image_jobs_run_in_when_none_is_offered(tmp_path, monkeypatch):
+    """The launcher says what will run: Kubernetes' worker image (the one the manifests use),
+    or nothing on the local backend, whose jobs run in this Python environment."""
+    from paddle_ext.backends.kubernetes import DEFAULT_WORKER_IMAGE, KubernetesBackend
+    from paddle_ext.backends.local import LocalBackend
+
+    kubernetes = KubernetesBackend(namespace="u", user="u")
+    assert kubernetes.options().to_dict()["job_image"] == DEFAULT_WORKER_IMAGE == kubernetes.settings().image
+    chosen = KubernetesBackend(namespace="u", user="u", image="registry.example/worker:1")
+    assert chosen.options().job_image == "registry.example/worker:1" == chosen.settings().image
+    assert LocalBackend(home=str(tmp_path)).options().job_image == ""
+
+    from paddle_ext import JobClient
+    from paddle_ext.widgets import JobLauncher
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # no cluster: the quota line stays empty
+    launcher = JobLauncher(client=JobClient(kubernetes))
+    assert (launcher.image.value, launcher.image.disabled) == (DEFAULT_WORKER_IMAGE, True)
+    assert launcher.spec().image is None  # the backend picks it, as for the CLI

@@ -41,7 +41,8 @@ def test_the_wheel_carries_configs_examples_and_the_quota_page(wheel):
     for needed in ("paddle_ext/hub/config/local_config.py", "paddle_ext/hub/config/jupyterhub_config.py",
                    "paddle_ext/examples/quickstart.ipynb", "paddle_ext/examples/train.py",
                    "paddle_ext/hub/static/admin.html", "paddle_ext/hub/static/admin.js",
-                   "paddle_ext/server/openapi.yaml", "paddle_ext/hub/quota_openapi.yaml"):
+                   "paddle_ext/server/openapi.yaml", "paddle_ext/hub/quota_openapi.yaml",
+                   "paddle_ext/hub/templates/spawn_pending.html"):
         assert needed in names, needed
     assert any(n.endswith("etc/jupyter/jupyter_server_config.d/paddle_ext.json") for n in names)
 
