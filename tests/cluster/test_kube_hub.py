@@ -87,10 +87,10 @@ def test_a_real_notebook_answers_through_the_proxy_and_runs_a_real_job_with_its_
 
 def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
     """KubeSpawner's progress events (what the hub's spawn page shows) carry our steps:
-    namespace, RBAC, dataset volumes, quota, quota check, home volume; the page itself lists
-    them in view, above its progress bar (paddle_ext/hub/templates/spawn_pending.html)."""
+    namespace, RBAC, dataset volumes, quota, quota check, home volume. (The page that lists them
+    above its progress bar is rendered in tests/unit/test_spawn_page.py: fetched here it would
+    depend on the spawn still being pending.)"""
     token = hub.admin_token
-    browser = hub.login("admin")  # logged in before the spawn: the page is read while it is pending
     # (an allowed user is in the hub's database from its start: 409 says it exists)
     assert hub.hub_api("POST", "/users/dave", token).status_code in (201, 409)
     # The hub's POST waits for a quick spawn to finish; the page listens while it is pending.
@@ -98,9 +98,6 @@ def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
     starting.start()
     wait_for(lambda: (hub.hub_api("GET", "/users/dave", token).json().get("servers", {}).get("", {})
                       .get("pending") == "spawn"), timeout=30, interval=0.05, what="the spawn to be pending")
-    page = browser.get(f"{hub.url}/hub/spawn-pending/dave", timeout=30)
-    assert page.status_code == 200 and page.text.index('id="paddle-spawn-steps"') < page.text.index(
-        'id="progress-bar"'), page.text[:2000]
     events = []
     with hub.hub_api("GET", "/users/dave/server/progress", token, stream=True, timeout=300) as response:
         assert response.status_code == 200, response.text
