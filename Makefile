@@ -63,10 +63,13 @@ endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
 # With PADDLECLOUD_SKIP_CLUSTER=1 a failed build does not stop make: the cluster tier's
-# fixtures then skip it with the reason (tests/cluster/conftest.py).
+# fixtures then skip it with the reason (tests/cluster/conftest.py). CI (.ci/run) sets
+# PADDLECLOUD_REQUIRE_REAL_NODE=1: then those skips fail, and asking to skip the cluster fails at once.
 CLUSTER_DEPS := k8s-bin $(NODE_DEPS)
 ifeq ($(PADDLECLOUD_SKIP_CLUSTER),1)
 cluster-deps:
+	@if [ "$(PADDLECLOUD_REQUIRE_REAL_NODE)" = 1 ]; then echo "PADDLECLOUD_SKIP_CLUSTER=1 and" \
+	  "PADDLECLOUD_REQUIRE_REAL_NODE=1 are set together: this run must run the cluster tiers; unset one" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory $(CLUSTER_DEPS) || echo "cluster binaries or images could not be built;" \
 	  "PADDLECLOUD_SKIP_CLUSTER=1: the tiers that need them skip" >&2
 else

@@ -2,7 +2,7 @@
 
 Nothing here is fed by the test: containers run in containerd under the kubelet, logs
 come from the kubelet, DNS from CoreDNS, Service routing from kube-proxy. Needs root
-(skips with one line otherwise). The tests marked `own_real_node` start and SIGKILL clusters
+(skips with one line otherwise; fails under PADDLECLOUD_REQUIRE_REAL_NODE=1). The tests marked `own_real_node` start and SIGKILL clusters
 of their own; conftest orders them before the session's cluster takes the node.
 """
 
@@ -17,6 +17,7 @@ import time
 import kubernetes
 import pytest
 
+from availability import skip_or_fail
 from cluster_helpers import wait_for
 from tools.k8s import node, node_config, procutil
 from tools.k8s.cluster import GPU_TAINT, IMAGE_REFS, Cluster, ClusterError, cri_log_lines
@@ -29,8 +30,12 @@ GPU_TOLERATION = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSc
 LOCK_WAIT = float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600"))  # another session's node may be up
 
 
-if node.host_unavailable_reason():  # one line for the whole module
-    pytest.skip(f"real node: {node.host_unavailable_reason()}", allow_module_level=True)
+@pytest.fixture(scope="module", autouse=True)
+def host_runs_the_real_node():
+    """Every test here needs a host that can run the real node: one reason for the module."""
+    reason = node.host_unavailable_reason()
+    if reason:
+        skip_or_fail(f"real node: {reason}")
 
 
 # ---------------------------------------------------------------- pods
