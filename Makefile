@@ -54,11 +54,12 @@ test: setup browser-deps
 
 # Every pytest tier runs the same way: `$(call tier,NAME,EXTRA_PATH)`. A tier whose folder
 # holds no test file fails, and so does one where pytest collects nothing (its exit code
-# 5 is kept): a tier that lost its tests must not pass quietly.
+# 5 is kept): a tier that lost its tests must not pass quietly. Each prints its skip reasons (-rs)
+# and its 25 slowest tests, so a skipped claim or a slow test shows in every run.
 TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
-PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q
+PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
