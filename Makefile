@@ -14,7 +14,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
+.PHONY: help setup labext demo test lint test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
   browser-deps cluster-deps clean
 
 help:
@@ -50,7 +50,12 @@ include tools/k8s/k8s.mk
 include benchmarks/bench.mk
 
 test: setup browser-deps
-	$(MAKE) test-unit test-lab test-local test-cluster test-browser test-helm
+	$(MAKE) lint test-unit test-lab test-local test-cluster test-browser test-helm
+
+# The quick static tier, first: ruff's checks as configured in pyproject.toml (seconds). The
+# extension's TypeScript is type-checked by test-lab (tsc, noEmit).
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check .
 
 # Every pytest tier runs the same way: `$(call tier,NAME,EXTRA_PATH)`. A tier whose folder
 # holds no test file fails, and so does one where pytest collects nothing (its exit code
