@@ -227,12 +227,11 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
         owner.wait()
     assert all(procutil.pid_alive(p) for p in orphaned)  # the cluster outlives its owner
     state = str(tmp_path / "next")
-    t0 = time.monotonic()
     up = cli("up", "--state-dir", state, "--bin-dir", k8s_bin_dir, "--real-node", "yes", "--lock-timeout", "60")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
+        # Taken over, not waited out: with the owner alive, `up` would give up after its 60 s lock timeout.
         assert "outlived its owner" in up.stdout
-        assert time.monotonic() - t0 < 60
         assert not any(procutil.pid_alive(p) for p in orphaned)
         assert node.read_record()["state_dir"] == state
     finally:
@@ -287,10 +286,9 @@ def _log_or_none(core_v1, namespace, name):
 def test_a_second_real_node_cluster_waits_then_gives_up_and_the_first_keeps_running(real_cluster, core_v1,
                                                                                     k8s_bin_dir, tmp_path):
     second = Cluster(str(tmp_path / "second"), k8s_bin_dir, nodes=1, real_node=True, node_lock_timeout=3)
-    t0 = time.monotonic()
     with pytest.raises(ClusterError) as info:
         second.start()
-    assert 3 <= time.monotonic() - t0 < 30
+    assert "waited 3s for" in str(info.value)  # it gave up at its own lock timeout, not at once
     assert "another real-node cluster is running" in str(info.value)
     assert real_cluster.state_dir in str(info.value)
     assert real_cluster.node_ready(real_cluster.real_node_name)
