@@ -232,3 +232,18 @@ def test_the_rules_let_deadline_waits_and_printed_timings_pass(source):
 def test_lab_tests_may_not_read_the_clock():
     assert [r for r, _, _ in lab_violations("const started = Date.now();\nexpect(x).toBe(1);\n")] == ["lab-timing"]
     assert lab_violations("jest.useFakeTimers();\njest.advanceTimersByTime(1000);\n") == []
+
+
+def test_real_node_skips_fail_when_the_run_requires_the_real_node(monkeypatch):
+    from availability import skip_cluster_allowed, skip_or_fail
+
+    monkeypatch.delenv("PADDLECLOUD_REQUIRE_REAL_NODE", raising=False)
+    monkeypatch.setenv("PADDLECLOUD_SKIP_CLUSTER", "1")
+    with pytest.raises(pytest.skip.Exception, match="not root"):
+        skip_or_fail("real node: not root")
+    assert skip_cluster_allowed()
+    monkeypatch.setenv("PADDLECLOUD_REQUIRE_REAL_NODE", "1")
+    with pytest.raises(pytest.fail.Exception, match="real node: not root .*must run"):
+        skip_or_fail("real node: not root")
+    with pytest.raises(pytest.fail.Exception, match="set together"):
+        skip_cluster_allowed()
