@@ -14,7 +14,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
+.PHONY: help setup labext demo test lint test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
   browser-deps cluster-deps clean
 
 help:
@@ -50,23 +50,32 @@ include tools/k8s/k8s.mk
 include benchmarks/bench.mk
 
 test: setup browser-deps
-	$(MAKE) test-unit test-lab test-local test-cluster test-browser test-helm
+	$(MAKE) lint test-unit test-lab test-local test-cluster test-browser test-helm
+
+# The quick static tier, first: ruff's checks as configured in pyproject.toml (seconds). The
+# extension's TypeScript is type-checked by test-lab (tsc, noEmit).
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check .
 
 # Every pytest tier runs the same way: `$(call tier,NAME,EXTRA_PATH)`. A tier whose folder
 # holds no test file fails, and so does one where pytest collects nothing (its exit code
-# 5 is kept): a tier that lost its tests must not pass quietly.
+# 5 is kept): a tier that lost its tests must not pass quietly. Each prints its skip reasons (-rs)
+# and its 25 slowest tests, so a skipped claim or a slow test shows in every run.
 TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
-PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q
+PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
 # With PADDLECLOUD_SKIP_CLUSTER=1 a failed build does not stop make: the cluster tier's
-# fixtures then skip it with the reason (tests/cluster/conftest.py).
+# fixtures then skip it with the reason (tests/cluster/conftest.py). CI (.ci/run) sets
+# PADDLECLOUD_REQUIRE_REAL_NODE=1: then those skips fail, and asking to skip the cluster fails at once.
 CLUSTER_DEPS := k8s-bin $(NODE_DEPS)
 ifeq ($(PADDLECLOUD_SKIP_CLUSTER),1)
 cluster-deps:
+	@if [ "$(PADDLECLOUD_REQUIRE_REAL_NODE)" = 1 ]; then echo "PADDLECLOUD_SKIP_CLUSTER=1 and" \
+	  "PADDLECLOUD_REQUIRE_REAL_NODE=1 are set together: this run must run the cluster tiers; unset one" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory $(CLUSTER_DEPS) || echo "cluster binaries or images could not be built;" \
 	  "PADDLECLOUD_SKIP_CLUSTER=1: the tiers that need them skip" >&2
 else

@@ -157,7 +157,7 @@ def logs_section(bench: KwokBench, sizes: list[int], runs: int) -> Section:
         expected = {i: worker_lines(i, n) for i in paths}
         log(f"logs: N={n} per worker, {runs} runs per tool, interleaved")
 
-        def measure(cmd):
+        def measure(cmd, expected=expected):
             def once():
                 run = run_timed(cmd, env=bench.env, stdout_path=out_path)
                 with open(out_path, encoding="utf-8", errors="replace") as f:

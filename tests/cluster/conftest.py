@@ -6,10 +6,11 @@ node (containerd, kubelet, kube-proxy, CoreDNS on 198.18.0.1) running the images
 `make images`: every pod without GPUs runs there for real, GPU pods tolerate the KWOK
 nodes' taint. Without root (or the node's Debian packages) the cluster has the KWOK
 nodes only, said in one line, and tests that need real containers (`real_cluster`)
-skip with that line.
+skip with that line (fail, under PADDLECLOUD_REQUIRE_REAL_NODE=1: tests/availability.py).
 
 Binaries come from `make k8s-bin`. Missing binaries are an error, unless
-PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead.
+PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead (and fails together with
+PADDLECLOUD_REQUIRE_REAL_NODE=1).
 """
 
 import os
@@ -24,9 +25,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from availability import skip_cluster_allowed, skip_or_fail  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 
-kubernetes = pytest.importorskip("kubernetes")
+import kubernetes  # noqa: E402  (a test dependency: missing, the install is broken, not the cluster)
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +38,10 @@ def k8s_bin_dir():
     missing = missing_binaries(bin_dir)
     if missing:
         message = f"control-plane binaries missing in {bin_dir}: {missing}; run `make k8s-bin`"
-        if os.environ.get("PADDLECLOUD_SKIP_CLUSTER") == "1":
-            pytest.skip(message)
+        if skip_cluster_allowed():
+            skip_or_fail(message)
         pytest.fail(message, pytrace=False)
+    skip_cluster_allowed()  # fails when PADDLECLOUD_SKIP_CLUSTER=1 comes with PADDLECLOUD_REQUIRE_REAL_NODE=1
     return bin_dir
 
 
@@ -74,9 +77,10 @@ def cluster(k8s_bin_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def real_cluster(cluster, k8s_bin_dir):
-    """The session's cluster, for tests that need real containers: skips without a real node."""
+    """The session's cluster, for tests that need real containers: skips without a real node
+    (fails, under PADDLECLOUD_REQUIRE_REAL_NODE=1)."""
     if not cluster.real_node:
-        pytest.skip(f"real node: {real_node_missing(k8s_bin_dir)}")
+        skip_or_fail(f"real node: {real_node_missing(k8s_bin_dir)}")
     return cluster
 
 

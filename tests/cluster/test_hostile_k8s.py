@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import uuid
@@ -22,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specgen
-from cluster_helpers import wait_for
+from cluster_helpers import wait_for, wait_for_async
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import FAILED_ANNOTATION, NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION, USER_LABEL
@@ -242,11 +241,11 @@ async def test_a_job_whose_pods_kubernetes_refuses_for_good_ends_failed_with_the
     jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=namespace, images=[{"name": "paddle:3.3.1-cpu"}])
     try:
         await jobs.submit(JobSpec(name="too-wide", command=["python", "train.py"], workers=2, cpu="2"))
-        for _ in range(100):
+        async def listed_done():
             listed = {job.name: job for job in await jobs.list()}
-            if listed["too-wide"].done:
-                break
-            await asyncio.sleep(0.3)
+            return listed if listed["too-wide"].done else None
+
+        listed = await wait_for_async(listed_done, timeout=60, interval=0.3, what="too-wide listed as ended")
         job = await jobs.get("too-wide")
         assert (job.phase, job.reason) == ("Failed", "WorkerFailed"), job
         assert job.message.startswith("Kubernetes refused to create the workers: pods ") and \

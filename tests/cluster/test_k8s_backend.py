@@ -15,7 +15,7 @@ import kubernetes
 import pytest
 import yaml
 
-from cluster_helpers import GPU_TOLERATION, wait_for
+from cluster_helpers import GPU_TOLERATION, wait_for, wait_for_async
 from paddle_ext import tenancy
 from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION
 from paddle_ext.backends.kubernetes import KubernetesBackend
@@ -153,13 +153,11 @@ async def test_job_asking_more_gpus_than_any_node_is_unschedulable_with_numbers(
     jobs = backend(cluster, namespace, max_gpus_per_worker=16)  # an admin bound above any node's size
     try:
         await jobs.submit(JobSpec(name="too-big", command=["python", "train.py"], gpus_per_worker=16))
-        start = time.monotonic()
-        while time.monotonic() - start < 20:
+        async def unschedulable():
             job = await jobs.get("too-big")
-            if job.reason == "Unschedulable":
-                break
-            await asyncio.sleep(0.3)
-        print(f"Unschedulable reported after {time.monotonic() - start:.1f}s: {job.message}")
+            return job if job.reason == "Unschedulable" else (job.phase, job.reason, job.message)
+
+        job = await wait_for_async(unschedulable, timeout=60, interval=0.3, what="too-big reported Unschedulable")
         assert (job.phase, job.reason) == ("Pending", "Unschedulable")
         assert "Needs 16 GPUs per worker; the most free on any node is 8" in job.message
         assert "Insufficient nvidia.com/gpu" in job.message
@@ -237,9 +235,11 @@ async def test_oom_and_a_missing_image_are_reported_from_the_kubelet(real_cluste
         hog_job = await wait_phase(jobs, "hog", ("Failed", "Succeeded"))
         assert (hog_job.phase, hog_job.reason) == ("Failed", "OOMKilled")
         assert "Worker 0 ran out of memory (its limit is 256Mi)" in hog_job.message
-        deadline = time.monotonic() + 120
-        while (ghost := await jobs.get("ghost")).reason != "ImagePullBackOff" and time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
+        async def pull_backoff():
+            ghost = await jobs.get("ghost")
+            return ghost if ghost.reason == "ImagePullBackOff" else (ghost.phase, ghost.reason, ghost.message)
+
+        ghost = await wait_for_async(pull_backoff, timeout=120, interval=0.5, what="ghost reported ImagePullBackOff")
         assert (ghost.phase, ghost.reason) == ("Pending", "ImagePullBackOff"), ghost.message
         assert f"Cannot pull image '{MISSING_IMAGE}' for worker 0" in ghost.message
     finally:
@@ -341,9 +341,9 @@ async def test_log_follow_survives_an_evicted_worker_pod_being_replaced(real_clu
                 lines.append(line)
 
         follower = asyncio.ensure_future(follow())
-        deadline = time.monotonic() + 120
-        while "tick 0 5" not in lines and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
+        await wait_for_async(lambda: "tick 0 5" in lines or follower.done(), timeout=120, interval=0.1,
+                             what="the follower to read 'tick 0 5'")
+        assert not follower.done(), ("the follower ended before the eviction", lines[-5:])
         (victim,) = job_pods(core_v1, namespace, "evicted")
         core_v1.create_namespaced_pod_eviction(victim.metadata.name, namespace, {
             "metadata": {"name": victim.metadata.name, "namespace": namespace}})

@@ -2,8 +2,8 @@
 
 KWOK runs no containers and its nodes write no kubelet events, so Queued, Scheduling
 and Running are checked here against a real API server, scheduler and job controller;
-the Pulling/Starting steps of real containers are checked by the `real_node` tests,
-which skip (one line) until the cluster has a real node (tools/k8s, another branch).
+the Pulling/Starting steps of real containers are checked by the `real_cluster` tests,
+which skip (one line) where this machine cannot run the real node (fail in CI).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from cluster_helpers import GPU_TOLERATION, wait_for
+from cluster_helpers import GPU_TOLERATION, wait_for, wait_for_async
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import SPEC_ANNOTATION
@@ -69,7 +69,13 @@ async def test_a_queued_job_moves_from_queued_to_running_for_every_worker(cluste
         job = await jobs.get("queued")
         assert [(p.step, p.detail) for p in job.progress] == [
             ("Queued", "the job is queued, waiting for cluster capacity")] * 2
-        await asyncio.sleep(2)  # nothing admits it: it stays queued
+        # Nothing admits it: once the job controller has handled the suspended Job (it sets the
+        # Suspended condition), the job has no pods and stays queued. An event, not a fixed sleep.
+        await wait_for_async(lambda: any(
+            c.type == "Suspended" and c.status == "True"
+            for c in batch_v1.read_namespaced_job("queued", namespace).status.conditions or ()),
+            timeout=60, what="the job controller to mark the queued Job Suspended")
+        assert not batch_v1.read_namespaced_job("queued", namespace).status.active
         assert [str(p.step) for p in (await jobs.get("queued")).progress] == ["Queued", "Queued"]
 
         batch_v1.patch_namespaced_job("queued", namespace, {"spec": {"suspend": False}})
@@ -102,11 +108,12 @@ async def test_an_unschedulable_gpu_job_says_how_many_gpus_it_waits_for(cluster,
         await jobs.submit(JobSpec(name="too-big", command=["python", "train.py"], workers=2, gpus_per_worker=16))
         await watch_steps(jobs, "too-big", lambda j: all(p.detail.startswith("waiting for 16") for p in j.progress),
                           timeout=30)
-        while True:  # a look while no other test's GPU pod started or ended (they run for seconds)
+        async def steady_look():  # a look while no other test's GPU pod started or ended (they run for seconds)
             free = most_free_gpus(core_v1)
             job = await jobs.get("too-big")
-            if most_free_gpus(core_v1) == free:
-                break
+            return (free, job) if most_free_gpus(core_v1) == free else None
+
+        free, job = await wait_for_async(steady_look, timeout=60, what="a look while the free GPUs stay the same")
         assert 0 < free <= 8  # a KWOK GPU node has 8
         assert [(p.step, p.detail) for p in job.progress] == [
             ("Scheduling", f"waiting for 16 GPUs; the most free on any node is {free}")] * 2

@@ -2,7 +2,7 @@
 
 Nothing here is fed by the test: containers run in containerd under the kubelet, logs
 come from the kubelet, DNS from CoreDNS, Service routing from kube-proxy. Needs root
-(skips with one line otherwise). The tests marked `own_real_node` start and SIGKILL clusters
+(skips with one line otherwise; fails under PADDLECLOUD_REQUIRE_REAL_NODE=1). The tests marked `own_real_node` start and SIGKILL clusters
 of their own; conftest orders them before the session's cluster takes the node.
 """
 
@@ -17,6 +17,7 @@ import time
 import kubernetes
 import pytest
 
+from availability import skip_or_fail
 from cluster_helpers import wait_for
 from tools.k8s import node, node_config, procutil
 from tools.k8s.cluster import GPU_TAINT, IMAGE_REFS, Cluster, ClusterError, cri_log_lines
@@ -29,8 +30,12 @@ GPU_TOLERATION = {"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSc
 LOCK_WAIT = float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600"))  # another session's node may be up
 
 
-if node.host_unavailable_reason():  # one line for the whole module
-    pytest.skip(f"real node: {node.host_unavailable_reason()}", allow_module_level=True)
+@pytest.fixture(scope="module", autouse=True)
+def host_runs_the_real_node():
+    """Every test here needs a host that can run the real node: one reason for the module."""
+    reason = node.host_unavailable_reason()
+    if reason:
+        skip_or_fail(f"real node: {reason}")
 
 
 # ---------------------------------------------------------------- pods
@@ -222,12 +227,11 @@ def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_d
         owner.wait()
     assert all(procutil.pid_alive(p) for p in orphaned)  # the cluster outlives its owner
     state = str(tmp_path / "next")
-    t0 = time.monotonic()
     up = cli("up", "--state-dir", state, "--bin-dir", k8s_bin_dir, "--real-node", "yes", "--lock-timeout", "60")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
+        # Taken over, not waited out: with the owner alive, `up` would give up after its 60 s lock timeout.
         assert "outlived its owner" in up.stdout
-        assert time.monotonic() - t0 < 60
         assert not any(procutil.pid_alive(p) for p in orphaned)
         assert node.read_record()["state_dir"] == state
     finally:
@@ -282,10 +286,9 @@ def _log_or_none(core_v1, namespace, name):
 def test_a_second_real_node_cluster_waits_then_gives_up_and_the_first_keeps_running(real_cluster, core_v1,
                                                                                     k8s_bin_dir, tmp_path):
     second = Cluster(str(tmp_path / "second"), k8s_bin_dir, nodes=1, real_node=True, node_lock_timeout=3)
-    t0 = time.monotonic()
     with pytest.raises(ClusterError) as info:
         second.start()
-    assert 3 <= time.monotonic() - t0 < 30
+    assert "waited 3s for" in str(info.value)  # it gave up at its own lock timeout, not at once
     assert "another real-node cluster is running" in str(info.value)
     assert real_cluster.state_dir in str(info.value)
     assert real_cluster.node_ready(real_cluster.real_node_name)

@@ -10,7 +10,7 @@ import time
 import kubernetes
 import requests
 
-from cluster_helpers import wait_for
+from cluster_helpers import wait_for, wait_for_async
 from kubehub import SMALL, follow, job_story, notebook_pod, ns, write_file, write_test_script
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.spec import JobSpec
@@ -101,9 +101,8 @@ async def test_a_kube_apiserver_restart_during_logs_follow_loses_and_repeats_not
                 lines.append(line)
 
         follower = asyncio.ensure_future(follow_all())
-        deadline = time.monotonic() + 300
-        while sum(line.startswith("[worker-1] tick") for line in lines) < 10 and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
+        await wait_for_async(lambda: sum(line.startswith("[worker-1] tick") for line in lines) >= 10
+                             or follower.done(), timeout=300, what="10 of worker 1's ticks followed")
         assert not follower.done(), "the follower ended before the restart"
         await asyncio.to_thread(real_cluster.restart_component, "kube-apiserver")
         await asyncio.wait_for(follower, 600)

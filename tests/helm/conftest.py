@@ -3,6 +3,7 @@ control plane for server-side dry-runs, and the real-node cluster for `helm inst
 
 Missing binaries are an error, unless PADDLECLOUD_SKIP_CLUSTER=1 (then the tests that need
 them skip). The real-node tests skip with one line where this machine cannot run a node.
+Under PADDLECLOUD_REQUIRE_REAL_NODE=1 (CI) those skips are failures (tests/availability.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 import pytest
 
+from availability import skip_cluster_allowed, skip_or_fail
 from helmlib import missing_tools
 
 
@@ -21,9 +23,10 @@ def k8s_tools():
     missing = missing_tools()
     if missing:
         message = f"helm tier: {missing} missing; run `make k8s-bin`"
-        if os.environ.get("PADDLECLOUD_SKIP_CLUSTER") == "1":
-            pytest.skip(message)
+        if skip_cluster_allowed():
+            skip_or_fail(message)
         pytest.fail(message, pytrace=False)
+    skip_cluster_allowed()  # fails when PADDLECLOUD_SKIP_CLUSTER=1 comes with PADDLECLOUD_REQUIRE_REAL_NODE=1
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +52,7 @@ def real_cluster(k8s_tools, tmp_path_factory):
 
     reason = node.host_unavailable_reason()
     if reason:
-        pytest.skip(f"helm install on the real node: {reason}")
+        skip_or_fail(f"helm install on the real node: {reason}")
     # Images are global on this machine: another checkout's `make images` may have replaced ours
     # since. The chart must run this checkout's images, so rebuild what differs (seconds, from
     # the layer cache), and check below that the node imported exactly those.

@@ -131,21 +131,26 @@ async def test_spawn_steps_run_at_once_and_the_first_error_waits_for_the_others(
     from paddle_ext.hub.spawner import run_all
 
     ended = []
+    events = {name: asyncio.Event() for name in ("a", "b", "c", "fails", "also")}
 
-    async def step(name, seconds, error=None):
-        await asyncio.sleep(seconds)
+    async def step(name, after=(), error=None):
+        """Ends once the steps named in `after` have ended: gates, not sleeps."""
+        for other in after:
+            await events[other].wait()
         ended.append(name)
+        events.get(name, asyncio.Event()).set()
         if error:
             raise error
 
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    await run_all(step("a", 0.2), step("b", 0.2), step("c", 0.2))
-    assert loop.time() - start < 0.5 and sorted(ended) == ["a", "b", "c"]
+    # At once: each step waits for the next one, which could not end if the steps ran one by one
+    # (the timeout only stops a hang: the steps finish in one pass of the event loop).
+    await asyncio.wait_for(run_all(step("a", after=["b"]), step("b", after=["c"]), step("c")), timeout=30)
+    assert ended == ["c", "b", "a"]
     ended.clear()
     with pytest.raises(ValueError, match="first"):
-        await run_all(step("fails", 0.01, ValueError("first")), step("slow", 0.2), step("also", 0.05, KeyError("x")))
-    assert ended == ["fails", "also", "slow"]  # the slow step finished before the error was raised
+        await asyncio.wait_for(run_all(step("fails", error=ValueError("first")), step("slow", after=["also"]),
+                                       step("also", after=["fails"], error=KeyError("x"))), timeout=30)
+    assert ended == ["fails", "also", "slow"]  # the last step ended before the first error was raised
 
 
 async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_namespace(monkeypatch):

@@ -20,7 +20,7 @@ def test_defaults_and_round_trip():
 
 def test_spec_is_immutable():
     spec = JobSpec(command=["python", "x.py"], env={"A": "1"})
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         spec.workers = 3
     with pytest.raises(TypeError):
         spec.env["B"] = "2"
