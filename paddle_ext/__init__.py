@@ -7,24 +7,13 @@ traitlets, no aiohttp).
 
 from __future__ import annotations
 
-import importlib
+from .lazy import lazy_attributes
 
 __version__ = "0.1.0"
 __all__ = ["JobClient", "JobSpec", "PaddleCloudError", "report", "__version__"]
 
 _LAZY = {"JobClient": ".client", "JobSpec": ".spec", "PaddleCloudError": ".errors", "report": ".reporting"}
-
-
-def __getattr__(name: str) -> object:  # (no `typing` here: every command imports this)
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'paddle_ext' has no attribute '{name}'")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 def load_ipython_extension(ipython) -> None:
