@@ -40,11 +40,12 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 try:
-    from . import images, node
+    from . import images, node, storage
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
     import node
+    import storage
 
 from paddle_ext.ports import free_port  # noqa: E402
 
@@ -363,6 +364,7 @@ def kwok_stages(stage_dir, pod_delay_ms=200, complete_after_ms=2000):
                  "pod-ready", "pod-delete"):
         stages.append(_set_delay(load(f"pod/general/{name}.yaml"), pod_delay_ms))
     stages += job_pod_stages(load("pod/general/pod-complete.yaml"), complete_after_ms)
+    stages.append(storage.kwok_helper_stage(load("pod/general/pod-complete.yaml")))
     return stages
 
 
@@ -465,13 +467,14 @@ class Cluster:
     """
 
     def __init__(self, state_dir, bin_dir=None, nodes=2, complete_after="2s", pod_delay_ms=200,
-                 node_resources=None, real_node=False, node_lock_timeout=600.0):
+                 node_resources=None, real_node=False, node_lock_timeout=600.0, storage=False):
         self.state_dir = os.path.abspath(state_dir)
         self.bin_dir = os.path.abspath(bin_dir or default_bin_dir())
         use_node, self.real_node_notice = resolve_real_node(real_node, self.bin_dir)
         self.real_node = node.RealNode(self.state_dir, self.bin_dir, owner_pid=os.getpid(),
                                        lock_timeout=node_lock_timeout) if use_node else None
         self.nodes = nodes
+        self.storage = storage  # a default StorageClass (tools/k8s/storage.py)
         self.complete_after_ms = _duration_ms(complete_after)
         self.pod_delay_ms = pod_delay_ms
         self.node_resources = node_resources or {}
@@ -544,7 +547,9 @@ class Cluster:
             if self.real_node:
                 self.real_node.start(self, deadline)
                 self._wait(deadline, "`kubernetes` Service endpoints on the node IP", self._kubernetes_endpoints)
-        except node.NodeError as exc:
+            if self.storage:
+                storage.start(self, deadline)
+        except (node.NodeError, storage.StorageError) as exc:
             self.stop()
             raise ClusterError(str(exc)) from exc
         except BaseException:
@@ -597,13 +602,14 @@ class Cluster:
                 problems.append(str(exc))
         pids = self.pids or (_read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
         # etcd last: an API server whose etcd is gone takes ~10 s to give up on shutting down cleanly
-        left = stop_pids({n: pids[n] for n in reversed(COMPONENTS) if n in pids and n != "etcd"})
+        left = stop_pids({n: pids[n] for n in reversed(list(pids)) if n != "etcd"})  # + storage's
         left += stop_pids({n: pids[n] for n in ("etcd",) if n in pids})
         self.pids = {}
         if os.path.exists(self.pids_file):
             os.remove(self.pids_file)
         if left:
             problems.append(f"processes still alive after stop: {left}")
+        problems += storage.cleanup(self.state_dir)
         if problems:
             raise ClusterError("; ".join(problems))
 
@@ -824,7 +830,7 @@ def main(argv=None):
     try:
         cluster = Cluster(args.state_dir, args.bin_dir, nodes=args.nodes, complete_after=args.complete_after,
                           real_node={"no": False, "yes": True, "auto": None}[args.real_node],
-                          node_lock_timeout=args.lock_timeout)
+                          node_lock_timeout=args.lock_timeout, storage=True)
     except ClusterError as exc:
         print(f"cluster failed to start: {exc}", file=sys.stderr)
         return 1
