@@ -19,6 +19,8 @@ from tools.k8s.cluster import default_bin_dir, missing_binaries  # noqa: E402
 CHART = REPO / "helm" / "paddlecloud-hub"
 VALUES = Path(__file__).resolve().parent / "values"
 MATRIX = ("minimal", "full", "ingress-tls", "paddlejob", "kueue")
+# Right above the values block of the README's "Try it on this machine" (installed by test_install.py).
+VALUES_MARKER = "<!-- try-values: tests/helm/test_install.py installs exactly this block -->"
 
 
 def bin_dir() -> str:
@@ -81,6 +83,31 @@ def settings_text(docs: list[dict]) -> str:
 
 def secret_data(secret: dict) -> dict[str, str]:
     return {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
+
+
+def readme_section() -> str:
+    """The README's "Try it on this machine", from its values block's marker to the next paragraph
+    that starts in bold."""
+    text = (REPO / "README.md").read_text()
+    assert text.count(VALUES_MARKER) == 1, "the README's try-values marker is missing or repeated"
+    return text.split(VALUES_MARKER, 1)[1].split("\n**", 1)[0]
+
+
+def readme_values() -> str:
+    """The values block right after the marker, verbatim."""
+    section = readme_section()
+    assert section.startswith("\n```yaml\n"), "the marker must be right above a ```yaml block"
+    return section.split("```yaml\n", 1)[1].split("\n```", 1)[0] + "\n"
+
+
+def notes(*value_files: str, release: str = "pc", namespace: str = "paddlecloud", extra: tuple = ()) -> str:
+    """What `helm install` prints after NOTES: (a client-only dry run: no cluster)."""
+    args = ["install", release, str(CHART), "--namespace", namespace, "--dry-run=client"]
+    for path in value_files:
+        args += ["-f", path]
+    out = helm(*args, *extra).stdout
+    assert "\nNOTES:\n" in out, out[-2000:]
+    return out.split("\nNOTES:\n", 1)[1]
 
 
 def missing_tools() -> list[str]:
