@@ -278,10 +278,10 @@ def test_notes_for_dummy_with_a_password_say_which_password_not_any(try_values):
     assert "Who may log in: users alice; and the admins." in text
 
 
-def test_notes_for_dummy_without_a_password_say_any_password(try_values, tmp_path):
+def test_notes_for_dummy_without_a_password_say_any_password(tmp_path):
     open_door = tmp_path / "open.yaml"
-    open_door.write_text("hub: {config: {}}\n")
-    assert 'Log in with "dummy" (any password: for trials only).' in notes(try_values, str(open_door))
+    open_door.write_text("hub: {authenticatorClass: dummy}\n")
+    assert 'Log in with "dummy" (any password: for trials only).' in notes(values_file("minimal"), str(open_door))
 
 
 def test_notes_for_another_authenticator_promise_no_password():
