@@ -18,6 +18,9 @@ run outside the cluster against the test control plane with the admin kubeconfig
   binds; no directory is made (KWOK pods run nothing).
 - `Cluster.stop()` stops the process with the other components and removes
   `<state dir>/storage` (cleanup), volumes included.
+- Its log (`<state dir>/logs/local-path-provisioner.log`) has one harmless error per
+  helper pod, "failed to save helper-pod-... logs: unable to retrieve in cluster config":
+  it copies helper pods' output only when it runs inside a cluster.
 
     from tools.k8s import storage
     storage.start(cluster, deadline)   # after the control plane (and real node) are up
