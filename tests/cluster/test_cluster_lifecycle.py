@@ -82,6 +82,9 @@ def claim_binds_on_a_kwok_node(client):
         time.sleep(0.5)
     claim = core.read_namespaced_persistent_volume_claim("data", "default")
     assert claim.spec.storage_class_name == "local-path"
+    while not core.read_namespaced_pod("uses-data", "default").spec.node_name:  # bound after its volumes
+        assert time.monotonic() < deadline, "the pod was not bound to a node within 60 s"
+        time.sleep(0.2)
     pod = core.read_namespaced_pod("uses-data", "default")
     volume = core.read_persistent_volume(claim.spec.volume_name)
     term = volume.spec.node_affinity.required.node_selector_terms[0].match_expressions[0]
