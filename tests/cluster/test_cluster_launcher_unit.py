@@ -56,3 +56,51 @@ def test_cri_log_lines_and_durations():
     assert launcher._duration_ms(7) == 7
     with pytest.raises(ValueError):
         launcher._duration_ms("soon")
+
+
+def test_kwok_finishes_storage_helper_pods_and_only_those():
+    from tools.k8s import storage
+    base = {"metadata": {"name": "pod-complete"},
+            "spec": {"selector": {"matchExpressions": [
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]}]},
+                "weightFrom": {"expressionFrom": "x"},
+                "delay": {"durationMilliseconds": 1000, "durationFrom": {"expressionFrom": "y"}},
+                "next": {"statusTemplate": "phase: Succeeded"}}}
+    stage = storage.kwok_helper_stage(base)
+    keys = [e["key"] for e in stage["spec"]["selector"]["matchExpressions"]]
+    assert ".status.phase" in keys and not [k for k in keys if "ownerReferences" in k]
+    label = stage["spec"]["selector"]["matchExpressions"][-1]
+    assert label["values"] == [storage.helper_pod()["metadata"]["labels"][storage.HELPER_LABEL[0]]]
+    assert stage["spec"]["delay"] == {"durationMilliseconds": 200}
+    assert stage["metadata"]["name"] != "pod-complete" and base["metadata"]["name"] == "pod-complete"
+
+
+def test_the_default_storage_class_and_the_provisioner_config():
+    from tools.k8s import storage
+    objs = dict((o["kind"], o) for _, o in storage.objects())
+    sc = objs["StorageClass"]
+    assert sc["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
+    assert (sc["provisioner"], sc["volumeBindingMode"], sc["reclaimPolicy"]) == (
+        "rancher.io/local-path", "WaitForFirstConsumer", "Delete")
+    assert 'mkdir -m 0777 -p "$VOL_DIR"' in objs["ConfigMap"]["data"]["setup"]
+    config = storage.provisioner_config("/state/storage/volumes")
+    assert config["nodePathMap"] == [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/state/storage/volumes"]}]
+    assert storage.volume_dir("/state").startswith(storage.storage_dir("/state") + "/")
+    pod = storage.helper_pod()
+    container = pod["spec"]["containers"][0]
+    assert container["imagePullPolicy"] == "Never" and container["securityContext"]["runAsUser"] == 0
+    assert "resources" not in container  # bound to its node directly: must be admitted even on a full node
+    cmd = storage.provisioner_cmd("/b", "/k", "/c.json", "/h.json")
+    assert cmd[:2] == ["/b/local-path-provisioner", "start"] and "--kubeconfig=/k" in cmd
+    assert f"--namespace={storage.NAMESPACE}" in cmd
+
+
+def test_storage_cleanup_removes_the_volumes(tmp_path):
+    from tools.k8s import storage
+    volume = tmp_path / "storage" / "volumes" / "pvc-1_ns_claim"
+    volume.mkdir(parents=True)
+    (volume / "db.sqlite").write_text("x")
+    assert storage.cleanup(str(tmp_path)) == []
+    assert not (tmp_path / "storage").exists()
+    assert storage.cleanup(str(tmp_path)) == []  # idempotent

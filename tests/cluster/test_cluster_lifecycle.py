@@ -42,12 +42,13 @@ def test_up_starts_and_down_leaves_nothing(k8s_bin_dir, tmp_path):
         assert up.returncode == 0, up.stdout + up.stderr
         with open(os.path.join(state, "pids.json")) as fh:
             pids = [info["pid"] for info in json.load(fh).values()]
-        assert len(pids) == 5
-        assert len(processes_mentioning(state)) >= 5
+        assert len(pids) == 6  # the control plane, KWOK and the local-path provisioner
+        assert len(processes_mentioning(state)) >= 6
         client = kubernetes.config.new_client_from_config(config_file=os.path.join(state, "kubeconfig"))
         with client:
             nodes = kubernetes.client.CoreV1Api(client).list_node().items
-        assert len(nodes) == 2  # (how long `up` took is printed above, not asserted: no timing luck)
+            assert len(nodes) == 2  # (how long `up` took is printed above, not asserted: no timing luck)
+            claim_binds_on_a_kwok_node(client)
     finally:
         down = subprocess.run([sys.executable, LAUNCHER, "down", "--state-dir", state],
                               capture_output=True, text=True, timeout=60)
@@ -56,6 +57,37 @@ def test_up_starts_and_down_leaves_nothing(k8s_bin_dir, tmp_path):
         assert not os.path.exists(f"/proc/{pid}") or _zombie(pid), f"pid {pid} still alive"
     assert processes_mentioning(state) == []
     assert not os.path.exists(os.path.join(state, "pids.json"))
+    assert not os.path.exists(os.path.join(state, "storage"))  # the provisioner's config and volumes
+
+
+def claim_binds_on_a_kwok_node(client):
+    """`up` offers a default StorageClass: a claim that names none binds once a pod uses it,
+    on the pod's (KWOK) node, where KWOK finishes the provisioner's helper pod on paper."""
+    core = kubernetes.client.CoreV1Api(client)
+    classes = kubernetes.client.StorageV1Api(client).list_storage_class().items
+    default = [c.metadata.name for c in classes
+               if (c.metadata.annotations or {}).get("storageclass.kubernetes.io/is-default-class") == "true"]
+    assert default == ["local-path"]
+    core.create_namespaced_persistent_volume_claim("default", {
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    core.create_namespaced_pod("default", {
+        "metadata": {"name": "uses-data"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}})
+    deadline = time.monotonic() + 60
+    while core.read_namespaced_persistent_volume_claim("data", "default").status.phase != "Bound":
+        assert time.monotonic() < deadline, "the claim did not bind within 60 s"
+        time.sleep(0.5)
+    claim = core.read_namespaced_persistent_volume_claim("data", "default")
+    assert claim.spec.storage_class_name == "local-path"
+    while not core.read_namespaced_pod("uses-data", "default").spec.node_name:  # bound after its volumes
+        assert time.monotonic() < deadline, "the pod was not bound to a node within 60 s"
+        time.sleep(0.2)
+    pod = core.read_namespaced_pod("uses-data", "default")
+    volume = core.read_persistent_volume(claim.spec.volume_name)
+    term = volume.spec.node_affinity.required.node_selector_terms[0].match_expressions[0]
+    assert pod.spec.node_name.startswith("kwok-gpu-") and term.values == [pod.spec.node_name]
 
 
 def _zombie(pid):

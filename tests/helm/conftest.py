@@ -45,7 +45,8 @@ def kwok_cluster(k8s_tools, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def real_cluster(k8s_tools, tmp_path_factory):
-    """The control plane with the real node (containerd with `make images`' images)."""
+    """The control plane with the real node (containerd with `make images`' images) and the
+    default StorageClass `local-path`, as `make cluster` runs it."""
     from helmlib import bin_dir
     from tools.k8s import images, node
     from tools.k8s.cluster import IMAGE_REFS, Cluster
@@ -64,7 +65,7 @@ def real_cluster(k8s_tools, tmp_path_factory):
         if build.returncode != 0:
             pytest.fail(f"helm install on the real node: `make images` failed: {build.stderr[-2000:]}", pytrace=False)
     cluster = Cluster(str(tmp_path_factory.mktemp("helm-real")), bin_dir(), nodes=2, complete_after="3s",
-                      real_node=True,
+                      real_node=True, storage=True,  # as `make cluster`: a default StorageClass
                       node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()
     cluster.start()

@@ -19,6 +19,8 @@ from tools.k8s.cluster import default_bin_dir, missing_binaries  # noqa: E402
 CHART = REPO / "helm" / "paddlecloud-hub"
 VALUES = Path(__file__).resolve().parent / "values"
 MATRIX = ("minimal", "full", "ingress-tls", "paddlejob", "kueue")
+# Right above the values block of the README's "Try it on this machine" (installed by test_install.py).
+VALUES_MARKER = "<!-- try-values: tests/helm/test_install.py installs exactly this block -->"
 
 
 def bin_dir() -> str:
@@ -81,6 +83,51 @@ def settings_text(docs: list[dict]) -> str:
 
 def secret_data(secret: dict) -> dict[str, str]:
     return {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
+
+
+def readme_section() -> str:
+    """The README's "Try it on this machine", from its values block's marker to the next paragraph
+    that starts in bold."""
+    text = (REPO / "README.md").read_text()
+    assert text.count(VALUES_MARKER) == 1, "the README's try-values marker is missing or repeated"
+    return text.split(VALUES_MARKER, 1)[1].split("\n**", 1)[0]
+
+
+def readme_values() -> str:
+    """The values block right after the marker, verbatim."""
+    section = readme_section()
+    assert section.startswith("\n```yaml\n"), "the marker must be right above a ```yaml block"
+    return section.split("```yaml\n", 1)[1].split("\n```", 1)[0] + "\n"
+
+
+NOTES_PROBE = "zz-notes-probe"  # the ConfigMap notes() adds to its copy of the chart
+
+
+def notes(*value_files: str, release: str = "pc", namespace: str = "paddlecloud", extra: tuple = ()) -> str:
+    """NOTES.txt as `helm install` prints it, without a cluster.
+
+    `helm template` leaves NOTES.txt out and `helm install --dry-run=client` still wants a
+    cluster, so this renders a copy of the chart where NOTES.txt is also a named template,
+    put into a ConfigMap. test_dry_run.py checks it against a real install's NOTES.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pc-notes-") as tmp:
+        chart = Path(tmp) / CHART.name
+        shutil.copytree(CHART, chart)
+        text = (CHART / "templates" / "NOTES.txt").read_text()
+        (chart / "templates" / "_zz_notes_probe.tpl").write_text(
+            '{{- define "pc.notesProbe" -}}\n' + text + "\n{{- end }}\n")
+        (chart / "templates" / "zz-notes-probe.yaml").write_text(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\n"
+            'data: {notes: {{ include "pc.notesProbe" . | toJson }}}\n' % NOTES_PROBE)
+        args = ["template", release, str(chart), "--namespace", namespace,
+                "--show-only", "templates/zz-notes-probe.yaml"]
+        for path in value_files:
+            args += ["-f", path]
+        out = helm(*args, *extra).stdout
+    return yaml.safe_load(out)["data"]["notes"]
 
 
 def missing_tools() -> list[str]:

@@ -13,7 +13,8 @@ import sys
 import pytest
 import yaml
 
-from helmlib import CHART, MATRIX, REPO, documents, find, helm, secret_data, settings_text, template, values_file
+from helmlib import (CHART, MATRIX, REPO, documents, find, helm, notes, readme_values, secret_data, settings_text,
+                     template, values_file)
 from paddle_ext import tenancy
 from paddle_ext.manifests import container_security_context, pod_security_context
 from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, profile_list,
@@ -244,3 +245,72 @@ def test_a_settings_change_changes_the_hubs_checksum_and_not_the_proxys(tmp_path
     assert annotations(base, "hub")["checksum/settings"] != annotations(changed, "hub")["checksum/settings"]
     assert annotations(base, "hub")["checksum/hub-config"] == annotations(changed, "hub")["checksum/hub-config"]
     assert set(annotations(base, "proxy")) == {"checksum/auth-token"}  # only the token restarts the proxy
+
+
+# --- NOTES.txt tells the truth for the values given
+
+
+@pytest.fixture
+def try_values(tmp_path):
+    """The README's "Try it on this machine" values (the ones test_install.py installs)."""
+    path = tmp_path / "try-values.yaml"
+    path.write_text(readme_values())
+    return str(path)
+
+
+def test_the_readmes_try_values_lint_and_fit_a_two_cpu_node(try_values):
+    proc = helm("lint", "--strict", str(CHART), "-f", try_values, "--namespace", "paddlecloud")
+    assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
+    docs = documents(template(try_values))
+    profiles = yaml.safe_load(settings_text(docs))["profiles"]
+    assert [p["gpus"] for p in profiles] == [0] and profiles[0]["cpu"] == "500m"
+    assert find(docs, "Service", "proxy-public")["spec"]["type"] == "NodePort"
+    # No storage class named: the cluster's default provisions the hub's database.
+    assert "storageClassName" not in find(docs, "PersistentVolumeClaim", "hub-db")["spec"]
+
+
+def test_notes_for_dummy_with_a_password_say_which_password_not_any(try_values):
+    text = notes(try_values)
+    assert 'Log in with "dummy": any user name below, with the password of' in text
+    assert "hub.config.DummyAuthenticator.password" in text
+    assert "any password" not in text
+    assert "try-paddlecloud" not in text  # the password itself stays in the Secret
+    assert "Who may log in: users alice; and the admins." in text
+
+
+def test_notes_for_dummy_without_a_password_say_any_password(tmp_path):
+    open_door = tmp_path / "open.yaml"
+    open_door.write_text("hub: {authenticatorClass: dummy}\n")
+    assert 'Log in with "dummy" (any password: for trials only).' in notes(values_file("minimal"), str(open_door))
+
+
+def test_notes_for_another_authenticator_promise_no_password():
+    text = notes(values_file("minimal"))
+    assert 'Log in with "github".' in text and "password" not in text
+    assert "kubectl -n paddlecloud port-forward service/proxy-public 8000:80" in text  # ClusterIP
+
+
+def test_notes_for_a_node_port_name_the_proxys_node_and_the_port(try_values, tmp_path):
+    text = notes(try_values)
+    assert "listens on port 30080 of every node that runs kube-proxy" in text
+    assert "address of a node that runs the proxy" in text
+    command = ('echo "http://$(kubectl -n paddlecloud get pod -l app.kubernetes.io/instance=pc,'
+               "app.kubernetes.io/component=proxy -o jsonpath='{.items[0].status.hostIP}'):"
+               "$(kubectl -n paddlecloud get service proxy-public -o jsonpath='{.spec.ports[0].nodePort}')/\"")
+    assert command in text
+    picked = tmp_path / "picked.yaml"
+    picked.write_text("proxy: {service: {nodePort: null}}\n")
+    assert "listens on port <node port> of every node" in notes(try_values, str(picked))
+    assert "any node's address" not in text
+
+
+def test_notes_say_what_uninstall_leaves_and_how_to_remove_it(try_values):
+    text = notes(try_values, release="trial", namespace="hub-trial")
+    assert "`helm uninstall trial -n hub-trial` removes the hub, the proxy and the hub's database" in text
+    assert "users' namespaces" in text and "namespace hub-trial" in text
+    assert "kubectl delete namespace -l app.kubernetes.io/managed-by=paddlecloud,paddlecloud.io/user" in text
+    assert "kubectl delete namespace hub-trial" in text
+    # Never tell an admin to delete the default namespace.
+    in_default = notes(try_values, namespace="default")
+    assert "kubectl delete namespace default" not in in_default
+    assert "kubectl -n default delete configmap paddlecloud-quotas" in in_default

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helmlib import CHART, MATRIX, documents, helm, kubectl, settings_text, template, values_file
+from helmlib import (CHART, MATRIX, documents, helm, kubectl, notes, readme_values, settings_text, template,
+                     values_file)
 from paddle_ext import tenancy
 from paddle_ext.hub.settings import HubSettings
 
@@ -121,3 +122,15 @@ def test_what_the_hub_makes_in_a_user_namespace_passes_too(cluster, name, tmp_pa
     assert sorted(made) == sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
     assert len([m for m in made if m.startswith("NetworkPolicy/")]) == 3
     kubectl(cluster.kubeconfig, "delete", "namespace", user_ns, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("name", ["try", "minimal"])
+def test_notes_rendered_without_a_cluster_are_what_helm_install_prints(cluster, name, tmp_path):
+    """test_chart.py reads NOTES.txt through helmlib.notes(); a real (dry-run) install prints the same."""
+    values = values_file(name) if name != "try" else str(tmp_path / "try-values.yaml")
+    if name == "try":
+        Path(values).write_text(readme_values())
+    out = helm("install", "pc", str(CHART), "-n", NAMESPACE, "-f", values, "--dry-run=server",
+               kubeconfig=cluster.kubeconfig).stdout
+    printed = out.split("\nNOTES:\n", 1)[1]
+    assert printed.strip() == notes(values, namespace=NAMESPACE).strip()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse) the test cluster's binaries into ~/.cache/paddlecloud/k8s-<key>/bin:
 # the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, KWOK, helm) and the real node (kubelet, kube-proxy, CoreDNS, pause). Also
+# kubectl, KWOK, helm), the real node (kubelet, kube-proxy, CoreDNS, pause) and the default
+# StorageClass's local-path provisioner (tools/k8s/storage.py). Also
 # fetches what the tests would otherwise download (Kubeflow's PaddleJob CRD).
 # Usage: tools/k8s/build.sh            build what is missing, print the bin dir
 #        tools/k8s/build.sh --print    only print the bin dir
@@ -15,7 +16,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
 ver() { sed -n "s/^$1=//p" "$HERE/VERSIONS"; }
 K8S="$(ver KUBERNETES)"; ETCD="$(ver ETCD)"; KWOK="$(ver KWOK)"; HELM="$(ver HELM)"
-COREDNS="$(ver COREDNS)"; BUILD_REV="$(ver BUILD_REV)"
+COREDNS="$(ver COREDNS)"; BUILD_REV="$(ver BUILD_REV)"; LOCAL_PATH="$(ver LOCAL_PATH_PROVISIONER)"
 CACHE_ROOT="${PADDLECLOUD_CACHE:-$HOME/.cache/paddlecloud}"
 
 minor="${K8S#v1.}"; minor="${minor%%.*}"
@@ -41,7 +42,8 @@ kubelet|kube|k8s.io/kubernetes/cmd/kubelet|$K8S|$kube_ldflags
 kube-proxy|kube|k8s.io/kubernetes/cmd/kube-proxy|$K8S|$kube_ldflags
 helm|helm|helm.sh/helm/v3/cmd/helm|$HELM|$helm_ldflags
 coredns|coredns|paddlecloud.local/tools/k8s/coredns|$COREDNS|-s -w
-pause|pause|paddlecloud.local/tools/k8s/pause|$BUILD_REV|-s -w"
+pause|pause|paddlecloud.local/tools/k8s/pause|$BUILD_REV|-s -w
+local-path-provisioner|local-path|github.com/rancher/local-path-provisioner|$LOCAL_PATH|-s -w -X main.VERSION=$LOCAL_PATH"
 
 binary_key() {  # binary_key <name> <dir> <pkg> <version> <ldflags> -> 12 hex digits
   { printf '%s\n' "$1" "$3" "$4" "$5" "rev=$BUILD_REV"; cat "$HERE/$2/go.mod"; cat "$HERE/$2/go.sum" 2>/dev/null || true; } \

@@ -35,7 +35,7 @@ import urllib.request
 import yaml
 
 try:
-    from . import images, node, node_config
+    from . import images, node, node_config, storage
     from .pki import kubeconfig_dict, make_pki
     from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
@@ -43,6 +43,7 @@ except ImportError:  # run as a script from tools/k8s (by any python3: the repo 
     import images
     import node
     import node_config
+    import storage
     from pki import kubeconfig_dict, make_pki
     from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 
@@ -248,6 +249,7 @@ def kwok_stages(stage_dir, pod_delay_ms=200, complete_after_ms=2000):
                  "pod-ready", "pod-delete"):
         stages.append(_set_delay(load(f"pod/general/{name}.yaml"), pod_delay_ms))
     stages += job_pod_stages(load("pod/general/pod-complete.yaml"), complete_after_ms)
+    stages.append(storage.kwok_helper_stage(load("pod/general/pod-complete.yaml")))
     return stages
 
 
@@ -292,13 +294,14 @@ class Cluster:
     """
 
     def __init__(self, state_dir, bin_dir=None, nodes=2, complete_after="2s", pod_delay_ms=200,
-                 node_resources=None, real_node=False, node_lock_timeout=600.0):
+                 node_resources=None, real_node=False, node_lock_timeout=600.0, storage=False):
         self.state_dir = os.path.abspath(state_dir)
         self.bin_dir = os.path.abspath(bin_dir or default_bin_dir())
         use_node, self.real_node_notice = resolve_real_node(real_node, self.bin_dir)
         self.real_node = node.RealNode(self.state_dir, self.bin_dir, owner_pid=os.getpid(),
                                        lock_timeout=node_lock_timeout) if use_node else None
         self.nodes = nodes
+        self.storage = storage  # a default StorageClass (tools/k8s/storage.py)
         self.complete_after_ms = _duration_ms(complete_after)
         self.pod_delay_ms = pod_delay_ms
         self.node_resources = node_resources or {}
@@ -371,7 +374,9 @@ class Cluster:
             if self.real_node:
                 self.real_node.start(self, deadline)
                 self._wait(deadline, "`kubernetes` Service endpoints on the node IP", self._kubernetes_endpoints)
-        except node.NodeError as exc:
+            if self.storage:
+                storage.start(self, deadline)
+        except (node.NodeError, storage.StorageError) as exc:
             self.stop()
             raise ClusterError(str(exc)) from exc
         except BaseException:
@@ -424,13 +429,14 @@ class Cluster:
                 problems.append(str(exc))
         pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
         # etcd last: an API server whose etcd is gone takes ~10 s to give up on shutting down cleanly
-        left = stop_pids({n: pids[n] for n in reversed(COMPONENTS) if n in pids and n != "etcd"})
+        left = stop_pids({n: pids[n] for n in reversed(list(pids)) if n != "etcd"})  # + storage's
         left += stop_pids({n: pids[n] for n in ("etcd",) if n in pids})
         self.pids = {}
         if os.path.exists(self.pids_file):
             os.remove(self.pids_file)
         if left:
             problems.append(f"processes still alive after stop: {left}")
+        problems += storage.cleanup(self.state_dir)
         if problems:
             raise ClusterError("; ".join(problems))
 
@@ -626,7 +632,7 @@ def main(argv=None):
     try:
         cluster = Cluster(args.state_dir, args.bin_dir, nodes=args.nodes, complete_after=args.complete_after,
                           real_node={"no": False, "yes": True, "auto": None}[args.real_node],
-                          node_lock_timeout=args.lock_timeout)
+                          node_lock_timeout=args.lock_timeout, storage=True)
     except ClusterError as exc:
         print(f"cluster failed to start: {exc}", file=sys.stderr)
         return 1
