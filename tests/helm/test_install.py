@@ -211,10 +211,15 @@ def test_a_user_logs_in_spawns_a_notebook_and_runs_a_two_worker_job(deployment):
     # The home volume came from the default StorageClass too.
     home = d.get("pvc", "-n", USER_NS, f"home-{USER}")
     assert home["spec"]["storageClassName"] == "local-path" and home["status"]["phase"] == "Bound", home
-    for name, text in (("train.py", TRAIN), ("sleeper.py", SLEEPER)):
-        put = d.api("PUT", f"/user/{USER}/api/contents/{name}", json={"type": "file", "format": "text",
-                                                                      "content": text})
-        assert put.status_code in (200, 201), put.text
+    # A new home starts with the quickstart and its train.py (the notebook's postStart hook), and the
+    # job below runs that train.py, as the quickstart does.
+    listing = d.api("GET", f"/user/{USER}/api/contents").json()
+    assert {"quickstart.ipynb", "train.py"} <= {item["name"] for item in listing["content"]}, listing
+    seeded = d.api("GET", f"/user/{USER}/api/contents/train.py").json()
+    assert seeded["content"] == TRAIN, "the home's train.py is not the example"
+    put = d.api("PUT", f"/user/{USER}/api/contents/sleeper.py", json={"type": "file", "format": "text",
+                                                                      "content": SLEEPER})
+    assert put.status_code in (200, 201), put.text
     t0 = time.monotonic()
     submit = d.api("POST", f"/user/{USER}/paddle/api/jobs", json={
         "name": "train-helm", "command": ["python", "train.py", "--epochs", "2", "--steps", "5"],
@@ -235,10 +240,26 @@ def test_an_admin_changes_the_users_quota_and_the_resourcequota_follows(deployme
     d = deployment
     assert USER in d.tokens, "the spawn step failed"
     d.login(ADMIN)
+    site = yaml.safe_load(d.get("configmap", "-n", NS, "hub-settings")["data"]["values.yaml"])["default_quota"]
     before = d.get("resourcequota", "-n", USER_NS, "paddlecloud-quota")["spec"]["hard"]
-    assert before["requests.cpu"] == "32"  # settings.default_quota
+    assert before["requests.cpu"] == site["cpu"]  # the chart's settings.default_quota
     page = d.sessions[ADMIN].get(f"{d.url}/services/quota/", timeout=60)
     assert page.status_code == 200 and "quota" in page.text.lower()
+    # What the page shows before any save: the chart's default applies to everyone, and says so.
+    shown = d.api("GET", "/services/quota/api/quotas", user=ADMIN).json()
+    assert {k: v for k, v in shown["site_default"].items() if v is not None} == site, shown["site_default"]
+    (alice,) = [u for u in shown["users"] if u["user"] == USER]
+    assert alice["limits"] == site and set(alice["sources"].values()) == {"site"}, alice
+
+    # Saving one field of one user keeps the site default for that user's other fields and for
+    # everyone else (issue 28: the first save used to drop it for everyone).
+    response = d.api("PUT", f"/services/quota/api/quotas/users/{USER}", user=ADMIN, json={"gpus": 1})
+    assert response.status_code == 200 and not response.json().get("sync_errors"), response.text
+    hard = d.get("resourcequota", "-n", USER_NS, "paddlecloud-quota")["spec"]["hard"]
+    assert (hard["requests.nvidia.com/gpu"], hard["requests.cpu"], hard["requests.memory"], hard["pods"]) == \
+        ("1", site["cpu"], site["memory"], str(site["pods"])), hard
+    other = d.api("GET", f"/services/quota/api/quotas/users/{ADMIN}", user=ADMIN).json()
+    assert other["limits"] == site, other
     response = d.api("PUT", f"/services/quota/api/quotas/users/{USER}", user=ADMIN,
                      json={"cpu": "6", "memory": "12Gi", "gpus": 1})
     assert response.status_code == 200, response.text
