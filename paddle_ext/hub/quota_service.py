@@ -23,8 +23,9 @@ is 409 and nothing is written. Errors: {"error": code, "message": one sentence,
 Auth: the hub's OAuth cookie (browsers) or `Authorization: token <hub API token>`.
 Scopes, declared per handler method (`@require_scope`) as in JupyterHub's custom-scopes
 example: everyone with access to the service reads their own quota; writes and
-everyone's quotas need the custom scope `custom:paddlecloud-quota:admin`, which hub
-admins hold implicitly.
+everyone's quotas need the custom scope `custom:paddlecloud-quota:admin` (or
+`admin:users`) held by the calling token itself: the configured hub admins get it through
+the quota admin role; an admin's token made with fewer scopes does not administer.
 The service asks the hub about users and groups with its own token (role with
 list:users, read:users, list:groups, read:groups).
 
