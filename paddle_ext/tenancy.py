@@ -28,6 +28,15 @@ NOTEBOOK_RULES = (
 # A user's Services stay inside the cluster: jobs need headless Services, never a NodePort
 # or a LoadBalancer (either exposes pods outside it). In every user's ResourceQuota, always.
 NO_EXPOSURE_HARD = {"services.nodeports": "0", "services.loadbalancers": "0"}
+# How many objects of each kind a user's namespace may hold, and its scratch disk: each code
+# snapshot is a ConfigMap of up to 1 MiB and each job a Job (+ a Service), so without counts
+# one user could fill etcd. Generous for one notebook and a long job history (a job is a Job,
+# a Service and a ConfigMap); a site changes them with settings.object_quota.
+OBJECT_QUOTA = {
+    **{f"count/{kind.plural}.{kind.api_group}": "200" for kind in JOB_KINDS.values()},
+    "count/configmaps": "220", "count/services": "220", "count/secrets": "50", "persistentvolumeclaims": "20",
+    "requests.ephemeral-storage": "100Gi", "limits.ephemeral-storage": "2Ti",
+}
 # What a ResourceQuota cannot count (a Service's externalIPs make every node's proxy answer
 # for them), a cluster-wide admission policy refuses, in every namespace of a hub user.
 EXPOSURE_POLICY_NAME = "paddlecloud-services-stay-inside"
@@ -58,13 +67,30 @@ def role_binding(ns: str, service_account_name: str = NOTEBOOK_SERVICE_ACCOUNT, 
             "subjects": [{"kind": "ServiceAccount", "name": service_account_name, "namespace": ns}]}
 
 
-def limit_range(ns: str, cpu: str = "1", memory: str = "2Gi") -> dict:
-    """Defaults for containers that name no resources, so quota accounting always works."""
+# The most one container may ask for (LimitRange `max`): past any node of a normal site,
+# so a typo or a hostile pod cannot take a whole node's disk or memory. Sites with bigger
+# nodes raise it (settings.limit_range_max).
+LIMIT_RANGE_MAX = {"cpu": "128", "memory": "1Ti", "ephemeral-storage": "100Gi"}
+# Scratch disk (container writable layer, logs, disk emptyDirs) a container gets when it
+# names none: requested / limited.
+EPHEMERAL_STORAGE_REQUEST = "256Mi"
+EPHEMERAL_STORAGE_LIMIT = "20Gi"
+
+
+def limit_range(ns: str, cpu: str = "1", memory: str = "2Gi", maximum: dict | None = None,
+                ephemeral_request: str = EPHEMERAL_STORAGE_REQUEST, ephemeral_limit: str = EPHEMERAL_STORAGE_LIMIT
+                ) -> dict:
+    """Defaults for containers that name no resources, so quota accounting always works, and
+    the most one container may have (`maximum`, LIMIT_RANGE_MAX by default; {} for none)."""
+    limits = {"type": "Container",
+              "default": {"cpu": cpu, "memory": memory, "ephemeral-storage": ephemeral_limit},
+              "defaultRequest": {"cpu": cpu, "memory": memory, "ephemeral-storage": ephemeral_request}}
+    maximum = LIMIT_RANGE_MAX if maximum is None else maximum
+    if maximum:
+        limits["max"] = {key: str(value) for key, value in maximum.items()}
     return {"apiVersion": "v1", "kind": "LimitRange",
             "metadata": {"name": LIMIT_RANGE_NAME, "namespace": ns, "labels": dict(MANAGED_BY)},
-            "spec": {"limits": [{"type": "Container",
-                                 "default": {"cpu": cpu, "memory": memory},
-                                 "defaultRequest": {"cpu": cpu, "memory": memory}}]}}
+            "spec": {"limits": [limits]}}
 
 
 def resource_quota(ns: str, hard: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
@@ -104,9 +130,13 @@ def service_exposure_policy() -> list[dict]:
     return [policy, binding]
 
 
-def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE) -> dict:
-    """The user's ResourceQuota: their effective limits, and no Service that leaves the cluster."""
-    hard = {**resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
+def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE,
+                        objects: dict | None = None) -> dict:
+    """The user's ResourceQuota: their effective limits, the object counts and scratch disk
+    (`objects`, OBJECT_QUOTA by default), and no Service that leaves the cluster."""
+    objects = OBJECT_QUOTA if objects is None else objects
+    hard = {**{key: str(value) for key, value in objects.items()},
+            **resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
     return resource_quota(ns, hard, quota_annotations(effective))
 
 

@@ -204,8 +204,12 @@ class PaddleCloudSpawner(KubeSpawner):
 
     async def _make_limit_range(self) -> None:
         settings = self.paddlecloud_settings
-        await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, self.namespace, tenancy.limit_range(
-            self.namespace, settings.limit_range_cpu, settings.limit_range_memory))
+        # Replaced when there: a changed maximum or default reaches namespaces made before it.
+        await self._create_or_replace(
+            self.api.create_namespaced_limit_range, self.api.replace_namespaced_limit_range, self.namespace,
+            tenancy.limit_range(self.namespace, settings.limit_range_cpu, settings.limit_range_memory,
+                                settings.limit_range_max, settings.limit_range_ephemeral_storage_request,
+                                settings.limit_range_ephemeral_storage))
 
     async def _make_dataset_claims(self) -> None:
         claims = dataset_claims(self.paddlecloud_settings, self.namespace)
@@ -218,7 +222,7 @@ class PaddleCloudSpawner(KubeSpawner):
         settings = self.paddlecloud_settings
         api = hub_kube_api()
         store = KubernetesQuotaStore(api, settings.hub_namespace, site_default=settings.site_default_quota())
-        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource)
+        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource, settings.object_quota)
         written = await sync.sync_user(self.user.name, [group.name for group in self.user.groups],
                                        namespace=self.namespace)
         hard = (written or {}).get("spec", {}).get("hard") or {}
