@@ -7,8 +7,8 @@ read their pods, logs, services and events in its own namespace only.
 
 from __future__ import annotations
 
-from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
-                        NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
+from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, MANAGED_BY_LABEL, NOTEBOOK_POD_LABELS,
+                        NOTEBOOK_ROLE, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
 from .jobkinds import JOB_KINDS, NOTEBOOK_JOB_VERBS
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
@@ -44,6 +44,40 @@ EXPOSURE_POLICY_NAME = "paddlecloud-services-stay-inside"
 
 def pod_security_labels(level: str = "restricted") -> dict[str, str]:
     return {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
+
+
+POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
+
+
+def user_namespace_labels(level: str = "restricted") -> dict[str, str]:
+    """The labels a user namespace is created with (KubeSpawner expands {username}): ours,
+    the user's, and Pod Security."""
+    return {**MANAGED_BY, **pod_security_labels(level), USER_LABEL: "{username}"}
+
+
+def namespace_owner_problem(name: str, present: dict | None, expected: dict) -> str | None:
+    """Why the existing namespace `name` (labels `present`) is not ours to use for the user
+    whose namespace labels are `expected` (expanded); None when it is. Ours: made by us
+    (managed-by paddlecloud) for this very user (the user label, when the site sets one)."""
+    present = present or {}
+    required = {MANAGED_BY_LABEL: MANAGED_BY[MANAGED_BY_LABEL]}
+    if USER_LABEL in expected:
+        required[USER_LABEL] = expected[USER_LABEL]
+    wrong = [f"{key}={value}" for key, value in required.items() if present.get(key) != value]
+    if not wrong:
+        return None
+    return (f"The namespace {name} already exists and was not made by PaddleCloud for this user "
+            f"(it lacks the label{'s' if len(wrong) > 1 else ''} {', '.join(wrong)}), so the server is not "
+            "started there. Ask an admin to remove or relabel it, or to choose another user_namespace_template.")
+
+
+def pod_security_patch(present: dict | None, expected: dict) -> dict[str, str]:
+    """The Pod Security labels to set on a namespace of ours so it carries the ones
+    `expected` names (restricted when it names none); {} when it carries them already."""
+    present = present or {}
+    wanted = {key: value for key, value in expected.items() if key.startswith(POD_SECURITY_PREFIX)} \
+        or pod_security_labels()
+    return {key: value for key, value in wanted.items() if present.get(key) != value}
 
 
 def service_account(ns: str) -> dict:
