@@ -254,7 +254,9 @@ class PaddleCloudSpawner(KubeSpawner):
                                        namespace=self.namespace)
         hard = (written or {}).get("spec", {}).get("hard") or {}
         self.log.info("Quota of %s in %s: %s", self.user.name, self.namespace, hard or "unlimited")
-        self._step("Quota applied: " + (", ".join(f"{k}={v}" for k, v in sorted(hard.items())) or "unlimited"))
+        # The user's own limits; the site's object counts (the same for everyone) are not news on each spawn.
+        shown = {k: v for k, v in hard.items() if k not in (settings.object_quota or {})}
+        self._step("Quota applied: " + (", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "unlimited"))
 
     async def _check_quota_fits(self) -> None:
         gpu = self.paddlecloud_settings.gpu_resource
