@@ -42,8 +42,8 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from paddle_ext import homeseed, tenancy
-from paddle_ext.constants import (HUB_API_PORT, MANAGED_BY, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
-                                  QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_LABEL)
+from paddle_ext.constants import (HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
+                                  OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV)
 from paddle_ext.hub.quota_config import configure_quota_service
 from paddle_ext.hub.spawner import TEMPLATES as SPAWN_PAGE_TEMPLATES
 from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
@@ -105,7 +105,7 @@ c.PaddleCloudSpawner.sync_quota = True
 c.KubeSpawner.namespace = settings.hub_namespace
 c.KubeSpawner.enable_user_namespaces = True
 c.KubeSpawner.user_namespace_template = settings.user_namespace_template
-c.KubeSpawner.user_namespace_labels = {**MANAGED_BY, **tenancy.pod_security_labels(), USER_LABEL: "{username}"}
+c.KubeSpawner.user_namespace_labels = tenancy.user_namespace_labels()
 c.KubeSpawner.service_account = NOTEBOOK_SERVICE_ACCOUNT
 c.KubeSpawner.automount_service_account_token = True
 c.KubeSpawner.profile_list = profile_list(settings)
@@ -153,7 +153,8 @@ configure_quota_service(
     listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
                  NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template,
-                 SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota)},
+                 SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota),
+                 OBJECT_QUOTA_ENV: json.dumps(settings.object_quota)},
     args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
     admin_users=c.Authenticator.admin_users)
 

@@ -69,5 +69,8 @@ c.JupyterHub.cleanup_proxy = True
 configure_quota_service(
     c, port=local.port_from_env("PADDLECLOUD_QUOTA_PORT"),
     environment={HOME_ENV: str(state), QUOTA_FILE_ENV: str(local.quota_file(state)), QUOTA_STORE_ENV: "local"},
-    admin_users=[name for name in os.environ.get("PADDLECLOUD_QUOTA_ADMINS", "").split(",") if name],
+    # The hub's admin administers quotas through the quota admin role: its scope is what the
+    # service checks on each token (an admin's browser session holds it through this role).
+    admin_users=[local.ADMIN_USER, *(name for name in os.environ.get("PADDLECLOUD_QUOTA_ADMINS", "").split(",")
+                                     if name)],
 )

@@ -62,6 +62,7 @@ QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local 
 # The site default quota (JSON, quota API fields) the hub hands the quota service: the same
 # variable HubSettings reads for its default_quota field.
 SITE_DEFAULT_QUOTA_ENV = "PADDLECLOUD_DEFAULT_QUOTA"
+OBJECT_QUOTA_ENV = "PADDLECLOUD_OBJECT_QUOTA"  # JSON: the object counts of every user's ResourceQuota
 NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's users' namespaces
 USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 IMAGES_ENV = "PADDLECLOUD_IMAGES"

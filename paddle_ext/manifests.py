@@ -21,6 +21,11 @@ from .launch import launch_argv
 from .spec import JobSpec
 
 SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
+# Every emptyDir we make has a size: the job's folder (its code, unpacked: at most
+# workspace.MAX_UNPACKED_BYTES, plus what the job writes beside it) and outputs that are not
+# kept. Past it the kubelet evicts the pod rather than let it fill the node's disk.
+WORKDIR_SIZE = "8Gi"
+UNKEPT_OUTPUTS_SIZE = "8Gi"
 LAUNCH_LOG_DIR = "/tmp/paddlecloud-launch"  # Paddle's launcher writes its own logs; keep them out of the code
 CODE_MOUNT = "/var/run/paddlecloud/code"
 CODE_KEY = "code.tar.gz"
@@ -204,10 +209,10 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
         volumes.append({"name": "workspace", **settings.workspace})
         mounts.append({"name": "workspace", "mountPath": settings.workspace_mount})
     else:
-        volumes.append({"name": "workdir", "emptyDir": {}})
+        volumes.append({"name": "workdir", "emptyDir": {"sizeLimit": WORKDIR_SIZE}})
         mounts.append({"name": "workdir", "mountPath": settings.workdir})
     if not outputs(spec, settings)["kept"]:  # made by the init container, written by the worker
-        volumes.append({"name": "outputs", "emptyDir": {}})
+        volumes.append({"name": "outputs", "emptyDir": {"sizeLimit": UNKEPT_OUTPUTS_SIZE}})
         mounts.append({"name": "outputs", "mountPath": UNKEPT_OUTPUTS})
     init_mounts = list(mounts)
     if settings.code_configmap and not runs_in_workspace(settings):

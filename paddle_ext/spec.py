@@ -201,6 +201,11 @@ _CHECKS = {
 }
 
 
+def check_field(field: str, value: Any) -> str | None:
+    """What is wrong with `value` for the JobSpec field `field` (None: nothing)."""
+    return _CHECKS[field](value)
+
+
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
     """A distributed training job: `workers` processes (pods), each running `command`

@@ -7,8 +7,8 @@ read their pods, logs, services and events in its own namespace only.
 
 from __future__ import annotations
 
-from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, NOTEBOOK_POD_LABELS, NOTEBOOK_ROLE,
-                        NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
+from .constants import (GPU_RESOURCE, HUB_API_PORT, LIMIT_RANGE_NAME, MANAGED_BY, MANAGED_BY_LABEL, NOTEBOOK_POD_LABELS,
+                        NOTEBOOK_ROLE, NOTEBOOK_SERVICE_ACCOUNT, QUOTA_NAME, USER_LABEL)
 from .jobkinds import JOB_KINDS, NOTEBOOK_JOB_VERBS
 from .quota.model import Effective, quota_annotations, resource_quota_hard
 
@@ -28,6 +28,15 @@ NOTEBOOK_RULES = (
 # A user's Services stay inside the cluster: jobs need headless Services, never a NodePort
 # or a LoadBalancer (either exposes pods outside it). In every user's ResourceQuota, always.
 NO_EXPOSURE_HARD = {"services.nodeports": "0", "services.loadbalancers": "0"}
+# How many objects of each kind a user's namespace may hold, and its scratch disk: each code
+# snapshot is a ConfigMap of up to 1 MiB and each job a Job (+ a Service), so without counts
+# one user could fill etcd. Generous for one notebook and a long job history (a job is a Job,
+# a Service and a ConfigMap); a site changes them with settings.object_quota.
+OBJECT_QUOTA = {
+    **{f"count/{kind.plural}.{kind.api_group}": "200" for kind in JOB_KINDS.values()},
+    "count/configmaps": "220", "count/services": "220", "count/secrets": "50", "persistentvolumeclaims": "20",
+    "requests.ephemeral-storage": "100Gi", "limits.ephemeral-storage": "2Ti",
+}
 # What a ResourceQuota cannot count (a Service's externalIPs make every node's proxy answer
 # for them), a cluster-wide admission policy refuses, in every namespace of a hub user.
 EXPOSURE_POLICY_NAME = "paddlecloud-services-stay-inside"
@@ -35,6 +44,40 @@ EXPOSURE_POLICY_NAME = "paddlecloud-services-stay-inside"
 
 def pod_security_labels(level: str = "restricted") -> dict[str, str]:
     return {f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")}
+
+
+POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
+
+
+def user_namespace_labels(level: str = "restricted") -> dict[str, str]:
+    """The labels a user namespace is created with (KubeSpawner expands {username}): ours,
+    the user's, and Pod Security."""
+    return {**MANAGED_BY, **pod_security_labels(level), USER_LABEL: "{username}"}
+
+
+def namespace_owner_problem(name: str, present: dict | None, expected: dict) -> str | None:
+    """Why the existing namespace `name` (labels `present`) is not ours to use for the user
+    whose namespace labels are `expected` (expanded); None when it is. Ours: made by us
+    (managed-by paddlecloud) for this very user (the user label, when the site sets one)."""
+    present = present or {}
+    required = {MANAGED_BY_LABEL: MANAGED_BY[MANAGED_BY_LABEL]}
+    if USER_LABEL in expected:
+        required[USER_LABEL] = expected[USER_LABEL]
+    wrong = [f"{key}={value}" for key, value in required.items() if present.get(key) != value]
+    if not wrong:
+        return None
+    return (f"The namespace {name} already exists and was not made by PaddleCloud for this user "
+            f"(it lacks the label{'s' if len(wrong) > 1 else ''} {', '.join(wrong)}), so the server is not "
+            "started there. Ask an admin to remove or relabel it, or to choose another user_namespace_template.")
+
+
+def pod_security_patch(present: dict | None, expected: dict) -> dict[str, str]:
+    """The Pod Security labels to set on a namespace of ours so it carries the ones
+    `expected` names (restricted when it names none); {} when it carries them already."""
+    present = present or {}
+    wanted = {key: value for key, value in expected.items() if key.startswith(POD_SECURITY_PREFIX)} \
+        or pod_security_labels()
+    return {key: value for key, value in wanted.items() if present.get(key) != value}
 
 
 def service_account(ns: str) -> dict:
@@ -58,13 +101,30 @@ def role_binding(ns: str, service_account_name: str = NOTEBOOK_SERVICE_ACCOUNT, 
             "subjects": [{"kind": "ServiceAccount", "name": service_account_name, "namespace": ns}]}
 
 
-def limit_range(ns: str, cpu: str = "1", memory: str = "2Gi") -> dict:
-    """Defaults for containers that name no resources, so quota accounting always works."""
+# The most one container may ask for (LimitRange `max`): past any node of a normal site,
+# so a typo or a hostile pod cannot take a whole node's disk or memory. Sites with bigger
+# nodes raise it (settings.limit_range_max).
+LIMIT_RANGE_MAX = {"cpu": "128", "memory": "1Ti", "ephemeral-storage": "100Gi"}
+# Scratch disk (container writable layer, logs, disk emptyDirs) a container gets when it
+# names none: requested / limited.
+EPHEMERAL_STORAGE_REQUEST = "256Mi"
+EPHEMERAL_STORAGE_LIMIT = "20Gi"
+
+
+def limit_range(ns: str, cpu: str = "1", memory: str = "2Gi", maximum: dict | None = None,
+                ephemeral_request: str = EPHEMERAL_STORAGE_REQUEST, ephemeral_limit: str = EPHEMERAL_STORAGE_LIMIT
+                ) -> dict:
+    """Defaults for containers that name no resources, so quota accounting always works, and
+    the most one container may have (`maximum`, LIMIT_RANGE_MAX by default; {} for none)."""
+    limits = {"type": "Container",
+              "default": {"cpu": cpu, "memory": memory, "ephemeral-storage": ephemeral_limit},
+              "defaultRequest": {"cpu": cpu, "memory": memory, "ephemeral-storage": ephemeral_request}}
+    maximum = LIMIT_RANGE_MAX if maximum is None else maximum
+    if maximum:
+        limits["max"] = {key: str(value) for key, value in maximum.items()}
     return {"apiVersion": "v1", "kind": "LimitRange",
             "metadata": {"name": LIMIT_RANGE_NAME, "namespace": ns, "labels": dict(MANAGED_BY)},
-            "spec": {"limits": [{"type": "Container",
-                                 "default": {"cpu": cpu, "memory": memory},
-                                 "defaultRequest": {"cpu": cpu, "memory": memory}}]}}
+            "spec": {"limits": [limits]}}
 
 
 def resource_quota(ns: str, hard: dict[str, str], annotations: dict[str, str] | None = None) -> dict:
@@ -104,9 +164,13 @@ def service_exposure_policy() -> list[dict]:
     return [policy, binding]
 
 
-def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE) -> dict:
-    """The user's ResourceQuota: their effective limits, and no Service that leaves the cluster."""
-    hard = {**resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
+def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE,
+                        objects: dict | None = None) -> dict:
+    """The user's ResourceQuota: their effective limits, the object counts and scratch disk
+    (`objects`, OBJECT_QUOTA by default), and no Service that leaves the cluster."""
+    objects = OBJECT_QUOTA if objects is None else objects
+    hard = {**{key: str(value) for key, value in objects.items()},
+            **resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
     return resource_quota(ns, hard, quota_annotations(effective))
 
 

@@ -6,6 +6,13 @@ is known to have run, exactly the code it was given. What never belongs in a job
 left out: `.git`, `.ipynb_checkpoints`, `__pycache__`, hidden folders, earlier jobs'
 `paddlecloud-outputs/`, and whatever the folder's `.paddlecloudignore` (gitignore
 syntax) names.
+
+Symbolic links do not travel: a link's target is outside the snapshot's control (it may
+point out of the folder, to the user's home or a dataset, and would dangle or point
+elsewhere on a worker), and `unpack` refuses links in an archive for the same reason. So
+`snapshot` leaves them out of the archive and the digest alike and records their paths
+(`CodeSnapshot.skipped`, the `skipped` list of the job's `code` field): what the snapshot
+says it holds is exactly what unpacks.
 """
 
 from __future__ import annotations
@@ -36,6 +43,12 @@ HOPELESS_FACTOR = 20
 # A folder that does not travel (it is run in place) is digested up to this size.
 MAX_DIGESTED_BYTES = 256 * 1024 * 1024
 LARGEST_SHOWN = 3
+# `unpack` refuses an archive that would write more than this (a gzip bomb: a 1 MiB
+# snapshot that expands without end), before writing anything.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_UNPACKED_FILES = 20_000
+# The job's `code` field names at most this many skipped links.
+SKIPPED_SHOWN = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +66,7 @@ class CodeSnapshot:
     workdir: str
     files: tuple[CodeFile, ...]
     archive: bytes | None = None
+    skipped: tuple[str, ...] = ()  # symbolic links left out (see the module's docstring)
 
     @property
     def digest(self) -> str | None:
@@ -67,9 +81,24 @@ class CodeSnapshot:
         return sum(f.size for f in self.files)
 
     def record(self) -> dict:
-        """The job's `code` field: what it ran, and whether the files can be read back."""
-        return {"workdir": self.workdir, "digest": self.digest, "files": len(self.files), "bytes": self.size,
-                "stored": self.archive is not None}
+        """The job's `code` field: what it ran, whether the files can be read back, and the
+        symbolic links left out (only when there were some)."""
+        record = {"workdir": self.workdir, "digest": self.digest, "files": len(self.files), "bytes": self.size,
+                  "stored": self.archive is not None}
+        if self.skipped:
+            record["skipped"] = {"reason": "symbolic links do not travel with a job",
+                                 "count": len(self.skipped), "paths": list(self.skipped[:SKIPPED_SHOWN])}
+        return record
+
+
+class ArchiveTooLarge(PaddleCloudError):
+    """A code archive that would unpack to more than the caps allow."""
+
+    code = "code_too_large"
+    status = 400
+
+    def __init__(self, what: str):
+        super().__init__(f"The code archive would unpack to {what}; nothing was written.")
 
 
 class CodeTooLarge(PaddleCloudError):
@@ -141,27 +170,33 @@ def digested(root: str, files: Iterable[CodeFile]) -> tuple[CodeFile, ...]:
 
 
 def build_archive(root: str, files: Iterable[CodeFile]) -> bytes:
-    """A gzipped tar of `files` (relative to `root`), owner and group cleared."""
+    """A gzipped tar of `files` (relative to `root`), owner and group cleared: plain files
+    only (a symbolic link, or anything else, is refused: `snapshot` leaves links out)."""
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped:
         with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for item in files:
                 info = tar.gettarinfo(os.path.join(root, item.path), arcname=item.path)
+                if item.link is not None or not info.isreg():
+                    raise ValueError(f"Only plain files travel with a job; {item.path!r} is not one")
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
-                if info.isreg():
-                    with open(os.path.join(root, item.path), "rb") as f:
-                        tar.addfile(info, f)
-                else:
-                    tar.addfile(info)
+                with open(os.path.join(root, item.path), "rb") as f:
+                    tar.addfile(info, f)
     return buffer.getvalue()
+
+
+def _without_links(files: Iterable[CodeFile]) -> tuple[list[CodeFile], tuple[str, ...]]:
+    """(the files that travel, the paths of the symbolic links left out)."""
+    files = list(files)
+    return [f for f in files if f.link is None], tuple(f.path for f in files if f.link is not None)
 
 
 def snapshot(root: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> CodeSnapshot:
     """The folder's snapshot with its archive, refused (CodeTooLarge) over `max_bytes`
-    compressed."""
+    compressed. Symbolic links are left out and named in `skipped`."""
     root = os.path.abspath(root)
-    files = collect(root)
+    files, skipped = _without_links(collect(root))
     largest = sorted(files, key=lambda f: f.size, reverse=True)[:LARGEST_SHOWN]
     total = sum(f.size for f in files)
     if max_bytes is not None and total > max_bytes * HOPELESS_FACTOR:
@@ -170,7 +205,7 @@ def snapshot(root: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> CodeSnapsh
     archive = build_archive(root, files)
     if max_bytes is not None and len(archive) > max_bytes:
         raise CodeTooLarge(root, len(archive), max_bytes, largest, compressed=True)
-    return CodeSnapshot(root, files, archive)
+    return CodeSnapshot(root, files, archive, skipped)
 
 
 def record_in_place(root: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> CodeSnapshot:
@@ -179,22 +214,30 @@ def record_in_place(root: str, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Cod
     try:
         return snapshot(root, max_bytes)
     except CodeTooLarge:
-        files = collect(os.path.abspath(root))
+        files, skipped = _without_links(collect(os.path.abspath(root)))
         if sum(f.size for f in files) <= MAX_DIGESTED_BYTES:
             files = list(digested(root, files))
-        return CodeSnapshot(os.path.abspath(root), tuple(files))
+        return CodeSnapshot(os.path.abspath(root), tuple(files), skipped=skipped)
 
 
-def unpack(archive: bytes, target: str) -> list[str]:
+def unpack(archive: bytes, target: str, max_bytes: int = MAX_UNPACKED_BYTES,
+           max_files: int = MAX_UNPACKED_FILES) -> list[str]:
     """Extract a snapshot archive into `target`; the relative paths written. Only plain files
     and folders inside `target` (checked here: the Pythons of Debian bookworm images, 3.11.2,
-    predate tarfile's extraction filters)."""
-    os.makedirs(target, exist_ok=True)
+    predate tarfile's extraction filters), at most `max_files` entries and `max_bytes` in
+    all (ArchiveTooLarge). Every entry is checked before anything is written."""
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        members = tar.getmembers()
-        for member in members:
+        members, total = [], 0
+        for member in tar:  # headers one by one: a bomb of entries stops at the cap, not at the end
+            if len(members) >= max_files:
+                raise ArchiveTooLarge(f"more than {max_files} files (MAX_UNPACKED_FILES)")
             parts = member.name.split("/")
             if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
                 raise ValueError(f"The code archive holds an entry that may not be unpacked: {member.name!r}")
+            total += member.size
+            if total > max_bytes:
+                raise ArchiveTooLarge(f"more than {human_bytes(max_bytes)} (MAX_UNPACKED_BYTES)")
+            members.append(member)
+        os.makedirs(target, exist_ok=True)
         tar.extractall(target, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return [m.name for m in members]

@@ -39,7 +39,7 @@ from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
-from .kubernetes_status import container_started, job_from_objects, max_free_gpus, pods_by_worker
+from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
@@ -469,9 +469,8 @@ def _annotations(obj: dict) -> dict:
 
 
 def _worker_count(kind: JobKind, job: dict) -> int:
-    """How many workers the job has (its recorded spec, else its object's count)."""
-    spec = _json_object(_annotations(job).get(SPEC_ANNOTATION))
-    return int(spec.get("workers") or kind.workers(job) or 1)
+    """How many workers the job object runs (never the user-writable spec annotation)."""
+    return enforced_workers(kind, job)
 
 
 def _json_object(text: str | None) -> dict:

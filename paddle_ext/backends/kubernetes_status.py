@@ -8,13 +8,18 @@ in a `reason` a program can branch on and a `message` a researcher understands.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
+from ..capacity import Resources, pod_requests
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION, GPU_RESOURCE,
                          OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobkinds import INDEX_LABELS, JOB_KINDS, JobKind
 from ..jobs import Job, Phase, Reason, WorkerState
+from ..quantity import format_quantity, parse_quantity
 from ..quota.model import parse_quota_rejection
+from ..spec import FIELDS as SPEC_FIELDS
+from ..spec import check_field
 from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
                                   worker_progress)
 
@@ -28,8 +33,9 @@ DEFAULT_KIND = JOB_KINDS[DEFAULT_JOB_KIND]  # job_from_objects' kind when none i
 def worker_index(pod: dict) -> int | None:
     labels = pod["metadata"].get("labels") or {}
     for key in INDEX_LABELS:
-        if key in labels:
-            return int(labels[key])
+        value = labels.get(key)
+        if isinstance(value, str) and value.isdigit() and len(value) <= 10:
+            return int(value)
     return None
 
 
@@ -94,9 +100,8 @@ def worker_state(index: int, pod: dict | None, cancelled: bool, job_succeeded: b
 
 
 def requested_gpus(kind: JobKind, job: dict, gpu_resource: str) -> int:
-    containers = kind.pod_spec(job).get("containers") or [{}]
-    limits = (containers[0].get("resources") or {}).get("limits") or {}
-    return int(limits.get(gpu_resource, 0))
+    """GPUs per worker, as the pod template asks for them."""
+    return enforced_worker_request(kind, job, [], gpu_resource).gpus
 
 
 def container_image(kind: JobKind, job: dict) -> str:
@@ -198,19 +203,130 @@ def pending_reason(kind: JobKind, job: dict, workers: dict[int, dict], events: l
     return None
 
 
+# A job object may say it has up to this many workers (Kubernetes' own bound on an Indexed
+# Job; a NonIndexed Job's count is any int32): its view lists the state of the first
+# MAX_VIEWED_WORKERS only, so reading a hostile object costs the same as reading a big job.
+MAX_VIEWED_WORKERS = 1000
+# What the recorded spec (the user-writable annotation) may show; its resource fields
+# never count: what Kubernetes enforces, the job object's own spec, says those.
+RESOURCE_SPEC_FIELDS = ("workers", "gpus_per_worker", "cpu", "memory")
+SPEC_PROBLEM_KEY = "spec_problem"
+
+
+def _whole(value, low: int, high: int) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    return None
+
+
+def enforced_workers(kind: JobKind, job: dict) -> int:
+    """How many workers the job object runs at once (what Kubernetes makes pods for): its
+    worker count, bounded by `parallelism` where the kind has one; 1 when neither reads."""
+    count = _whole(kind.workers(job), 0, 2 ** 31 - 1)
+    parallel = _whole((job.get("spec") or {}).get("parallelism"), 0, 2 ** 31 - 1) \
+        if kind.workers_path == ("completions",) else None
+    counts = [c for c in (count, parallel) if c is not None]
+    return min(counts) if counts else 1
+
+
+def enforced_worker_request(kind: JobKind, job: dict, pods: list[dict], gpu_resource: str) -> Resources:
+    """What one worker holds: a live pod's requests (admission applied: a LimitRange's
+    defaults included), else the pod template's; zero where they cannot be read."""
+    live = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+    for source in (*(pod.get("spec") or {} for pod in live), kind.pod_spec(job)):
+        try:
+            return pod_requests({"spec": _requests_defaulted(source)}, gpu_resource)
+        except (ValueError, TypeError, ArithmeticError, AttributeError):
+            continue
+    return Resources()
+
+
+def _requests_defaulted(pod_spec: dict) -> dict:
+    """The pod spec as the API server stores it: a resource with a limit and no request
+    is requested at its limit."""
+    def container(c: dict) -> dict:
+        resources = c.get("resources") or {}
+        return {**c, "resources": {**resources, "requests": {**(resources.get("limits") or {}),
+                                                             **(resources.get("requests") or {})}}}
+    return {key: [container(c) for c in pod_spec.get(key) or []] for key in ("containers", "initContainers")}
+
+
+def recorded_spec(annotations: dict) -> tuple[dict, str]:
+    """The spec the job was submitted with (the annotation), for display only: known
+    fields of the right type and bounds; (fields, what was wrong with it or "")."""
+    text = annotations.get(SPEC_ANNOTATION)
+    if not text:
+        return {}, ""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        return {}, f"the {SPEC_ANNOTATION} annotation is not a JSON object; it is ignored"
+    kept, dropped = {}, []
+    for key in list(value)[:len(SPEC_FIELDS) + 8]:
+        if key in SPEC_FIELDS and (value[key] is None or not check_field(key, value[key])):
+            kept[key] = value[key]
+        else:
+            dropped.append(str(key)[:40])
+    if len(value) > len(SPEC_FIELDS) + 8:
+        dropped.append("...")
+    return kept, (f"the {SPEC_ANNOTATION} annotation has unknown or invalid fields, ignored: {', '.join(dropped)}"
+                  if dropped else "")
+
+
+def trusted_spec(kind: JobKind, job: dict, pods: list[dict], gpu_resource: str) -> dict:
+    """The job's spec as shown and counted: the recorded spec for display, with workers,
+    GPUs, CPU and memory per worker from what Kubernetes enforces (the job object and its
+    pods). A recorded value that says otherwise is replaced and the difference noted under
+    `spec_problem`; a recorded quantity equal to the enforced one keeps its spelling."""
+    spec, problem = recorded_spec((job.get("metadata") or {}).get("annotations") or {})
+    request = enforced_worker_request(kind, job, pods, gpu_resource)
+    enforced = {"workers": enforced_workers(kind, job), "gpus_per_worker": request.gpus,
+                "cpu": request.cpu, "memory": request.memory}
+    differ = []
+    for field in RESOURCE_SPEC_FIELDS:
+        value, recorded = enforced[field], spec.get(field)
+        if field in ("cpu", "memory"):
+            same = isinstance(recorded, str) and _quantity(recorded) == value
+            spec[field] = recorded if same else format_quantity(value, binary=field == "memory")
+        else:
+            same = recorded == value
+            spec[field] = value
+        if recorded is not None and not same:
+            differ.append(field)
+    if differ:
+        note = f"the {SPEC_ANNOTATION} annotation disagrees with the job object on {', '.join(differ)}; " \
+               "the job object's values are shown"
+        problem = f"{problem}; {note}" if problem else note
+    if problem:
+        spec[SPEC_PROBLEM_KEY] = problem
+    return spec
+
+
+def _quantity(text: str) -> Decimal | None:
+    try:
+        return parse_quantity(text)
+    except (ValueError, ArithmeticError):
+        return None
+
+
 def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: JobKind = DEFAULT_KIND,
                      backend: str = "kubernetes", max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE
                      ) -> Job:
-    """The job, read from its object (of `kind`), its pods and the events about them."""
+    """The job, read from its object (of `kind`), its pods and the events about them. What it
+    runs and holds comes from the object and its pods, never from the user-writable spec
+    annotation (shown, validated, in `spec`)."""
     metadata = job["metadata"]
     annotations = metadata.get("annotations") or {}
-    spec = _json_annotation(annotations, SPEC_ANNOTATION) or {}
-    count = spec.get("workers") or kind.workers(job) or len(pods_by_worker(pods)) or 1
-    workers = pods_by_worker(pods)
+    spec = trusted_spec(kind, job, pods, gpu_resource)
+    count = _whole(kind.workers(job), 1, 2 ** 31 - 1) or len(pods_by_worker(pods)) or 1
+    viewed = min(count, MAX_VIEWED_WORKERS)
+    workers = {index: pod for index, pod in pods_by_worker(pods).items() if index < viewed}
     cancelled = CANCELLED_ANNOTATION in annotations
     succeeded, failed = kind.succeeded(job), kind.failed(job)
     job_succeeded = succeeded is not None
-    states = tuple(worker_state(i, workers.get(i), cancelled, job_succeeded) for i in range(count))
+    states = tuple(worker_state(i, workers.get(i), cancelled, job_succeeded) for i in range(viewed))
     finished = None
     refused = creation_refused(events) if not pods else None
     if cancelled:
@@ -247,7 +363,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         worker_progress(i, workers.get(i), states[i], events, image=container_image(kind, job), suspended=suspended,
                         quota_message=quota_message, gpus=requested_gpus(kind, job, gpu_resource),
                         max_free_gpus=max_free_gpus)
-        for i in range(count))
+        for i in range(viewed))
     return Job(
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
@@ -259,6 +375,6 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
 def _json_annotation(annotations: dict, key: str) -> dict | None:
     try:
         value = json.loads(annotations.get(key) or "null")
-    except json.JSONDecodeError:
+    except (ValueError, TypeError, RecursionError):  # not JSON, not text, nested past the parser's depth
         return None
     return value if isinstance(value, dict) else None

@@ -3,7 +3,9 @@ turn requests into calls of the service's views (`QuotaViews`; `quota_service` h
 the routes' contract and the application).
 
 Scopes are declared per handler method (`@require_scope`) as in JupyterHub's
-custom-scopes example; hub admins hold the admin scope implicitly.
+custom-scopes example. A caller administers quotas when its token holds the admin scope
+(or `admin:users`); hub admins get the scope through the quota admin role
+(quota_config.quota_roles), so their browser sessions hold it too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from ..quota.model import FIELDS, QuotaInputError, check_name, parse_patch
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore
 
 ADMIN_SCOPE = "custom:paddlecloud-quota:admin"
+# A token that may administer every user (unfiltered) may administer their quotas too.
+ADMIN_EQUIVALENT_SCOPE = "admin:users"
 STATIC = Path(__file__).resolve().parent / "static"
 KINDS = {"users": "user", "groups": "group"}
 OPENAPI_DOCUMENT = Path(__file__).with_name("quota_openapi.yaml")
@@ -60,7 +64,7 @@ class QuotaViews(Protocol):
 
 
 def require_scope(scope: str):
-    """Only callers holding `scope` (hub admins hold every quota scope) may call the method;
+    """Only callers whose token holds `scope` (ADMIN_SCOPE: or admin:users) may call the method;
     others get 403, callers who are not logged in 401, both as JSON."""
     def wrap(method):
         @functools.wraps(method)
@@ -95,8 +99,12 @@ class QuotaHandler(JsonErrorsMixin, HubOAuthenticated, web.RequestHandler):
         return self.settings["hub_auth"]
 
     def check_hub_user(self, model):
+        """The caller's rights are its token's (or OAuth session's) own scopes, as the hub
+        resolved them for that token: ADMIN_SCOPE, or `admin:users` (a hub admin's full
+        token), never the owner's admin flag (an admin's token made for reading users only
+        administers nothing)."""
         self.hub_user_model = model
-        if model.get("admin"):
+        if ADMIN_EQUIVALENT_SCOPE in set(model.get("scopes") or ()):
             model = {**model, "scopes": [*model.get("scopes", []), ADMIN_SCOPE]}
         return super().check_hub_user(model)
 

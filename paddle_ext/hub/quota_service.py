@@ -23,8 +23,9 @@ is 409 and nothing is written. Errors: {"error": code, "message": one sentence,
 Auth: the hub's OAuth cookie (browsers) or `Authorization: token <hub API token>`.
 Scopes, declared per handler method (`@require_scope`) as in JupyterHub's custom-scopes
 example: everyone with access to the service reads their own quota; writes and
-everyone's quotas need the custom scope `custom:paddlecloud-quota:admin`, which hub
-admins hold implicitly.
+everyone's quotas need the custom scope `custom:paddlecloud-quota:admin` (or
+`admin:users`) held by the calling token itself: the configured hub admins get it through
+the quota admin role; an admin's token made with fewer scopes does not administer.
 The service asks the hub about users and groups with its own token (role with
 list:users, read:users, list:groups, read:groups).
 
@@ -53,7 +54,7 @@ from traitlets.config import Application
 
 from ..backends.registry import KUBERNETES, LOCAL
 from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP,
-                         QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
+                         OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import PaddleCloudError
 from ..jobkinds import JOB_KINDS
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
@@ -102,6 +103,9 @@ class QuotaService(Application):
         running_jobs): what applies to every field no user, group or saved default sets; never stored with
         the saved settings. On Kubernetes the hub passes the chart's settings.default_quota. Default:
         $PADDLECLOUD_DEFAULT_QUOTA (JSON), else none.""").tag(config=True)
+    object_quota = Dict(allow_none=True, help="""Kubernetes store: the object counts and scratch disk of
+        every user's ResourceQuota (tenancy.OBJECT_QUOTA when None), the hub's settings.object_quota. Default:
+        $PADDLECLOUD_OBJECT_QUOTA (JSON), else None.""").tag(config=True)
     namespace_template = Unicode(help="Kubernetes store: each user's namespace, with {username}. Default: "
                                       "$PADDLECLOUD_NAMESPACE_TEMPLATE, else paddlecloud-{username}.").tag(config=True)
     gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
@@ -132,6 +136,17 @@ class QuotaService(Application):
             raise ValueError(f"${SITE_DEFAULT_QUOTA_ENV} is not JSON: {exc}") from exc
         if not isinstance(value, dict):
             raise ValueError(f"${SITE_DEFAULT_QUOTA_ENV} must be a JSON object of quota fields")
+        return value
+
+    @default("object_quota")
+    def _default_object_quota(self):
+        text = _env_default(OBJECT_QUOTA_ENV, "")
+        try:
+            value = json.loads(text) if text else None
+        except ValueError as exc:
+            raise ValueError(f"${OBJECT_QUOTA_ENV} is not JSON: {exc}") from exc
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"${OBJECT_QUOTA_ENV} must be a JSON object of ResourceQuota resources")
         return value
 
     @default("quota_file")
@@ -175,7 +190,7 @@ class QuotaService(Application):
         else:
             api = KubeApi.connect(self.kubeconfig or None)
             self.store = KubernetesQuotaStore(api, self.hub_namespace, self.configmap_name, site_default=site_default)
-            self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource)
+            self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource, self.object_quota)
             self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource, self.job_kind)
 
     # ---- views

@@ -74,8 +74,10 @@ class QuotaSync:
     site default is the chart's settings.default_quota: see `site_default_quota`)."""
 
     def __init__(self, api: KubeApi, store: KubernetesQuotaStore,
-                 namespace_template: str = USER_NAMESPACE_TEMPLATE, gpu_resource: str = GPU_RESOURCE):
+                 namespace_template: str = USER_NAMESPACE_TEMPLATE, gpu_resource: str = GPU_RESOURCE,
+                 objects: dict | None = None):
         self.api = api
+        self.objects = objects  # object counts and scratch disk (tenancy.OBJECT_QUOTA when None)
         self.store = store
         self.namespace_template = namespace_template
         self.gpu_resource = gpu_resource
@@ -89,5 +91,6 @@ class QuotaSync:
         Services); returns it, or None when the namespace does not exist yet and `missing_ok`."""
         config = config if config is not None else await self.config()
         namespace = namespace or namespace_for(username, self.namespace_template)
-        quota = user_resource_quota(namespace, resolve(config, username, groups), self.gpu_resource)
+        quota = user_resource_quota(namespace, resolve(config, username, groups), self.gpu_resource,
+                                    self.objects)
         return await write_resource_quota(self.api, namespace, quota, missing_ok=missing_ok)

@@ -21,7 +21,8 @@ from ..jobkinds import JOB_KINDS
 from ..errors import NoNamespace
 from ..backends.registry import KUBERNETES, config_section
 from ..manifests import catalogue_volumes
-from ..quantity import parse_quantity
+from ..quantity import check_quantity, parse_quantity
+from ..tenancy import EPHEMERAL_STORAGE_LIMIT, EPHEMERAL_STORAGE_REQUEST, LIMIT_RANGE_MAX, OBJECT_QUOTA
 from ..quota.model import JobUsage, Limits, QuotaInputError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -67,6 +68,14 @@ class HubSettings:
     quota_service_host: str = "127.0.0.1"
     limit_range_cpu: str = "1"
     limit_range_memory: str = "2Gi"
+    # Scratch disk a container gets when it names none (request, limit), and the most one
+    # container may ask for ({"cpu", "memory", "ephemeral-storage"}; {}: no maximum).
+    limit_range_ephemeral_storage_request: str = EPHEMERAL_STORAGE_REQUEST
+    limit_range_ephemeral_storage: str = EPHEMERAL_STORAGE_LIMIT
+    limit_range_max: dict = dataclasses.field(default_factory=lambda: dict(LIMIT_RANGE_MAX))
+    # Object counts and scratch disk in every user's ResourceQuota (ResourceQuota resource
+    # names: count/configmaps, count/jobs.batch, persistentvolumeclaims, requests.ephemeral-storage...).
+    object_quota: dict = dataclasses.field(default_factory=lambda: dict(OBJECT_QUOTA))
     cull_idle_seconds: int = 3600
     hub_connect_url: str | None = None
     # The notebook choices: each {"slug", "display_name", "gpus", "cpu", "memory", and optional
@@ -138,6 +147,12 @@ class HubSettings:
             self.site_default_quota()
         except QuotaInputError as exc:
             raise ValueError(f"default_quota: {exc.message}") from exc
+        for name in ("limit_range_max", "object_quota"):
+            for key, value in getattr(self, name).items():
+                try:
+                    check_quantity(str(value))
+                except ValueError as exc:
+                    raise ValueError(f"{name}.{key}: {exc}") from exc
         if self.user_network_policy and not self.user_network_policy.get("hub_pod_labels"):
             raise ValueError("user_network_policy needs hub_pod_labels (and proxy_pod_labels): "
                              "the pods that may reach notebooks")
@@ -152,7 +167,8 @@ HOME_CLAIM_TEMPLATE = "home-{username}"
 _BOOL_FIELDS = ("jobs_share_home", "allow_all")
 _NAME_LIST_FIELDS = ("allowed_users", "allowed_groups")  # comma-separated in the environment
 _TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
-_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy")
+_JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy",
+                                "limit_range_max", "object_quota")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
 _OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
 

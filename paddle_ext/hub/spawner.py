@@ -60,6 +60,24 @@ async def run_all(*steps: Awaitable) -> None:
         raise failed[0]
 
 
+async def claim_namespace(api, name: str, expected_labels: dict, timeout: float, log=None) -> None:
+    """Make sure the user's namespace `name` is ours (tenancy.namespace_owner_problem: else a
+    403 spawn error that says why) and carries its Pod Security labels (patched in if
+    missing or changed). `api`: KubeSpawner's CoreV1Api."""
+    namespace = await asyncio.wait_for(api.read_namespace(name), timeout)
+    present = dict(namespace.metadata.labels or {})
+    problem = tenancy.namespace_owner_problem(name, present, expected_labels)
+    if problem:
+        if log:
+            log.warning("Refusing to spawn in %s: %s", name, problem)
+        raise web.HTTPError(403, problem)
+    patch = tenancy.pod_security_patch(present, expected_labels)
+    if patch:
+        await asyncio.wait_for(api.patch_namespace(name, {"metadata": {"labels": patch}}), timeout)
+        if log:
+            log.info("Set Pod Security labels on %s: %s", name, patch)
+
+
 class PaddleCloudSpawner(KubeSpawner):
     """KubeSpawner that prepares the user's namespace and checks the quota first."""
 
@@ -75,6 +93,11 @@ class PaddleCloudSpawner(KubeSpawner):
     @default("paddlecloud_settings")
     def _default_settings(self):
         return HubSettings.load()
+
+    @default("user_namespace_labels")
+    def _default_user_namespace_labels(self):
+        # Ours (the label that lets a later spawn know the namespace is ours), the user's, Pod Security.
+        return tenancy.user_namespace_labels()
 
     # ------------------------------------------------------------ progress of our own steps
 
@@ -151,6 +174,10 @@ class PaddleCloudSpawner(KubeSpawner):
 
     async def _ensure_namespace(self):
         await run_all(super()._ensure_namespace(), self._ensure_service_policy())
+        # KubeSpawner takes a namespace that exists already (409) as it is: nothing is bound or
+        # replaced in it unless it is ours, and its Pod Security labels are made sure each time.
+        await claim_namespace(self.api, self.namespace, self._expand_all(self.user_namespace_labels),
+                              self.k8s_api_request_timeout, self.log)
         self._step(f"Namespace {self.namespace} ready")
         # What follows needs the namespace and nothing of each other: made at once, each step
         # reported as it finishes, so a spawn waits for the slowest call and not for their sum.
@@ -204,8 +231,12 @@ class PaddleCloudSpawner(KubeSpawner):
 
     async def _make_limit_range(self) -> None:
         settings = self.paddlecloud_settings
-        await self._create_ignoring_conflict(self.api.create_namespaced_limit_range, self.namespace, tenancy.limit_range(
-            self.namespace, settings.limit_range_cpu, settings.limit_range_memory))
+        # Replaced when there: a changed maximum or default reaches namespaces made before it.
+        await self._create_or_replace(
+            self.api.create_namespaced_limit_range, self.api.replace_namespaced_limit_range, self.namespace,
+            tenancy.limit_range(self.namespace, settings.limit_range_cpu, settings.limit_range_memory,
+                                settings.limit_range_max, settings.limit_range_ephemeral_storage_request,
+                                settings.limit_range_ephemeral_storage))
 
     async def _make_dataset_claims(self) -> None:
         claims = dataset_claims(self.paddlecloud_settings, self.namespace)
@@ -218,12 +249,14 @@ class PaddleCloudSpawner(KubeSpawner):
         settings = self.paddlecloud_settings
         api = hub_kube_api()
         store = KubernetesQuotaStore(api, settings.hub_namespace, site_default=settings.site_default_quota())
-        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource)
+        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource, settings.object_quota)
         written = await sync.sync_user(self.user.name, [group.name for group in self.user.groups],
                                        namespace=self.namespace)
         hard = (written or {}).get("spec", {}).get("hard") or {}
         self.log.info("Quota of %s in %s: %s", self.user.name, self.namespace, hard or "unlimited")
-        self._step("Quota applied: " + (", ".join(f"{k}={v}" for k, v in sorted(hard.items())) or "unlimited"))
+        # The user's own limits; the site's object counts (the same for everyone) are not news on each spawn.
+        shown = {k: v for k, v in hard.items() if k not in (settings.object_quota or {})}
+        self._step("Quota applied: " + (", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "unlimited"))
 
     async def _check_quota_fits(self) -> None:
         gpu = self.paddlecloud_settings.gpu_resource

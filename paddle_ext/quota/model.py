@@ -307,15 +307,29 @@ class JobUsage:
 
     @classmethod
     def of(cls, name: str, spec: Mapping[str, Any]) -> JobUsage:
-        """From a job spec as JSON (JobSpec.to_dict()); absent fields take JobSpec's defaults."""
-        workers = Decimal(int(spec.get("workers", DEFAULT_WORKERS)))
-        return cls(name=name, gpus=workers * int(spec.get("gpus_per_worker", DEFAULT_GPUS_PER_WORKER)),
-                   cpu=workers * parse_quantity(spec.get("cpu", DEFAULT_CPU)),
-                   memory=workers * parse_quantity(spec.get("memory", DEFAULT_MEMORY)), pods=workers)
+        """From a job spec as JSON (JobSpec.to_dict()); absent fields take JobSpec's defaults.
+        A value of the wrong type, negative or out of bounds (a spec read back from a place
+        its user can write) counts as nothing rather than raising."""
+        workers = Decimal(_count(spec.get("workers", DEFAULT_WORKERS)))
+        return cls(name=name, gpus=workers * _count(spec.get("gpus_per_worker", DEFAULT_GPUS_PER_WORKER)),
+                   cpu=workers * _amount_or_zero(spec.get("cpu", DEFAULT_CPU)),
+                   memory=workers * _amount_or_zero(spec.get("memory", DEFAULT_MEMORY)), pods=workers)
 
     @classmethod
     def of_spec(cls, spec: JobSpec) -> JobUsage:
         return cls.of(spec.name or "this job", spec.to_dict())
+
+
+def _count(value: Any) -> int:
+    return value if is_whole_number(value) and 0 <= value <= LARGEST_COUNT else 0
+
+
+def _amount_or_zero(value: Any) -> Decimal:
+    try:
+        amount = check_quantity(value)
+    except (ValueError, ArithmeticError):
+        return Decimal(0)
+    return amount if amount >= 0 else Decimal(0)
 
 
 def total(running: Iterable[JobUsage]) -> dict[str, Decimal]:
@@ -547,11 +561,18 @@ def gpu_hours(records: Iterable[JobRecord], now: datetime.datetime, days: int) -
 
 
 def job_record(job: Job) -> JobRecord | None:
-    start = parse_time(job.created)
+    try:
+        start = parse_time(job.created)
+    except (ValueError, TypeError, AttributeError):
+        return None
     if start is None:
         return None
-    # A finished job without an end time (its records were lost) counts as zero hours.
-    end = parse_time(job.finished) or (start if job.done else None)
+    # A finished job without an end time (its records were lost) counts as zero hours; one
+    # whose end time cannot be read (a user-written annotation) counts until now.
+    try:
+        end = parse_time(job.finished) or (start if job.done else None)
+    except (ValueError, TypeError, AttributeError):
+        end = None
     return JobRecord(job.name, int(JobUsage.of(job.name, job.spec).gpus), start, end)
 
 

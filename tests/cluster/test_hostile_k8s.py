@@ -277,3 +277,128 @@ async def test_a_job_kubernetes_refuses_leaves_no_service_or_code_behind(cluster
         assert batch_v1.list_namespaced_job(namespace).items == []
     finally:
         await jobs.close()
+
+
+# ------------------------------------------------------------------ hostile spec annotations (issue 25)
+
+# What a user can write into the spec annotation of a Job of their own (kubectl from the
+# notebook): each once took down the quota service or the overview, or made GPU-hours negative.
+HOSTILE_SPEC_ANNOTATIONS = {
+    "huge": json.dumps({"command": ["x"], "workers": 200_000, "gpus_per_worker": 1}),
+    "text": json.dumps({"command": ["x"], "workers": "many", "cpu": []}),
+    "negative": json.dumps({"command": ["x"], "workers": 2, "gpus_per_worker": -50, "memory": "-4Gi"}),
+    "not-json": "{workers: 200000",
+    "nested": "[" * 20_000 + "]" * 20_000,
+}
+NOWHERE = {"paddlecloud.io/test-node": "nowhere"}  # no node has it: the pods stay Pending, alive
+
+
+def as_user(cluster, core_v1, ns) -> kubernetes.client.ApiClient:
+    """An API client with the token of the user's notebook service account in `ns`."""
+    token = core_v1.create_namespaced_service_account_token(
+        NOTEBOOK_SERVICE_ACCOUNT, ns, {"spec": {"expirationSeconds": 900}}).status.token
+    config = kubernetes.client.Configuration()
+    config.host = cluster.server
+    config.ssl_ca_cert = cluster.pki["ca.crt"]
+    config.api_key = {"authorization": f"Bearer {token}"}
+    return kubernetes.client.ApiClient(config)
+
+
+def hostile_job(ns: str, user: str, name: str, annotation: str) -> dict:
+    """A job as our backend makes it (2 workers, 1 GPU, 100m CPU, 64Mi each), its spec
+    annotation replaced, its pods bound to no node."""
+    spec = JobSpec(name=name, command=["python", "-c", "pass"], workers=2, gpus_per_worker=1, cpu="100m",
+                   memory="64Mi")
+    job = job_objects(spec, ManifestSettings(namespace=ns, image="docker.io/library/python:3.11", user=user),
+                      {SPEC_ANNOTATION: annotation})[-1]
+    job["spec"]["template"]["spec"]["nodeSelector"] = dict(NOWHERE)
+    return job
+
+
+def test_jobs_with_hostile_spec_annotations_leave_the_quota_service_overview_and_cli_answering(
+        hub, real_cluster, core_v1, rbac_v1, batch_v1, tmp_path):
+    """Issue 25: Jobs made with the user's own service account, each with a hostile spec
+    annotation; the quota page's API, the admin overview and `paddlecloud list/status` all
+    answer, and what they count equals what the pods request (2 workers x 1 GPU, 100m, 64Mi)."""
+    import os
+    import subprocess
+    import sys
+
+    import requests
+
+    from kubehub import ns as user_ns
+    from paddle_ext.capacity import pod_requests
+
+    user, token = "mallory", hub.admin_token
+    assert hub.hub_api("POST", f"/users/{user}", token).status_code in (201, 409)
+    ns = user_ns(user)
+    core_v1.create_namespace({"metadata": {"name": ns, "labels": {
+        k: v.replace("{username}", user) for k, v in tenancy.user_namespace_labels().items()}}})
+    try:
+        core_v1.create_namespaced_service_account(ns, tenancy.service_account(ns))
+        rbac_v1.create_namespaced_role(ns, tenancy.role(ns))
+        rbac_v1.create_namespaced_role_binding(ns, tenancy.role_binding(ns))
+        mallory = kubernetes.client.BatchV1Api(as_user(real_cluster, core_v1, ns))
+
+        def created(name, annotation):
+            try:
+                mallory.create_namespaced_job(ns, hostile_job(ns, user, name, annotation))
+                return True
+            except kubernetes.client.ApiException as exc:  # the RBAC cache catches up within moments
+                assert exc.status == 403, exc.body
+                return False
+
+        names = []
+        for case, annotation in HOSTILE_SPEC_ANNOTATIONS.items():
+            wait_for(lambda name=f"hostile-{case}", text=annotation: created(name, text), timeout=30,
+                     what=f"job hostile-{case} created")
+            names.append(f"hostile-{case}")
+        pods = wait_for(lambda: (items := core_v1.list_namespaced_pod(ns).items) and len(items) == 2 * len(names)
+                        and items, timeout=120, what="every job's 2 pods")
+        per_job = {}
+        for pod in pods:
+            held = pod_requests(core_v1.api_client.sanitize_for_serialization(pod))
+            job = pod.metadata.labels["paddlecloud.io/job"]
+            gpus, cpu, memory = per_job.get(job, (0, 0, 0))
+            per_job[job] = (gpus + held.gpus, cpu + held.cpu, memory + held.memory)
+        assert set(per_job) == set(names) and {v[0] for v in per_job.values()} == {2}
+        headers = {"Authorization": f"token {token}"}
+
+        # The quota page's API: this user's usage and running jobs.
+        view = requests.get(f"{hub.url}/services/quota/api/quotas/users/{user}", headers=headers, timeout=60)
+        assert view.status_code == 200, view.text
+        assert sorted(view.json()["running"]) == sorted(names)
+        assert view.json()["used"]["gpus"] == 2 * len(names) and view.json()["used"]["pods"] == 2 * len(names)
+        assert all(hours >= 0 for hours in view.json()["gpu_hours"].values())
+
+        # The admin overview: every hostile job, counted as its pods request.
+        overview = requests.get(f"{hub.url}/services/quota/api/overview", headers=headers, timeout=60)
+        assert overview.status_code == 200, overview.text
+        rows = {row["name"]: row for row in overview.json()["jobs"] if row["user"] == user}
+        assert set(rows) == set(names)
+        for name, (gpus, cpu, memory) in per_job.items():
+            assert (rows[name]["workers"], rows[name]["gpus"]) == (2, gpus)
+            assert parse_quantity(rows[name]["cpu"]) == cpu and parse_quantity(rows[name]["memory"]) == memory
+        hours = next(entry for entry in overview.json()["gpu_hours"]["users"] if entry["user"] == user)
+        assert hours["7d"] >= 0 and hours["30d"] >= 0
+
+        # The CLI, reading the same jobs.
+        env = {**os.environ, "KUBECONFIG": real_cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes"}
+
+        def cli(*args):
+            done = subprocess.run([sys.executable, "-m", "paddle_ext.cli", "--namespace", ns, *args], env=env,
+                                  capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stdout, done.stderr)
+            return done.stdout
+
+        listed = json.loads(cli("list", "--json"))["jobs"]
+        assert sorted(job["name"] for job in listed) == sorted(names)
+        for name in names:
+            status = json.loads(cli("status", name, "--json"))
+            assert status["workers"] == 2 and len(status["worker_states"]) == 2
+            assert (status["spec"]["workers"], status["spec"]["gpus_per_worker"]) == (2, 1)
+            assert parse_quantity(status["spec"]["cpu"]) == parse_quantity("100m")
+            assert status["spec"]["spec_problem"]  # the view says the annotation was bad
+    finally:
+        core_v1.delete_namespace(ns)
+        hub.hub_api("DELETE", f"/users/{user}", token)

@@ -17,7 +17,7 @@ from paddle_ext.kubeapi import KubeApi
 from paddle_ext.quota.model import Limits, QuotaConflict, parse_patch
 from paddle_ext.quota.store import KubernetesQuotaStore
 from paddle_ext.spec import JobSpec
-from paddle_ext.tenancy import NO_EXPOSURE_HARD
+from paddle_ext.tenancy import NO_EXPOSURE_HARD, OBJECT_QUOTA
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
 
@@ -40,13 +40,13 @@ async def test_alice_gpu_quota_is_enforced_by_preflight_and_api_server(cluster, 
         store = KubernetesQuotaStore(api, hub_ns)
         await store.update("users", "alice", parse_patch({"gpus": 2}))
         written = await QuotaSync(api, store).sync_user("alice", [], namespace=alice_ns)
-        assert written["spec"]["hard"] == {"requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD}
+        assert written["spec"]["hard"] == {"requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
     finally:
         await api.close()
 
     configmap = core_v1.read_namespaced_config_map(QUOTA_CONFIGMAP, hub_ns)
     assert '"gpus": 2' in configmap.data["quotas.json"]
-    assert quota_status(core_v1, alice_ns).spec.hard == {"requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD}
+    assert quota_status(core_v1, alice_ns).spec.hard == {"requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
     wait_for(lambda: quota_status(core_v1, alice_ns).status.hard, what="the ResourceQuota's status")
 
     jobs = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=alice_ns, images=[{"name": "paddle:3.3.1-gpu"}],
@@ -89,12 +89,12 @@ async def test_group_limit_for_a_new_member_user_override_wins_and_running_jobs_
 
         await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
         hard = quota_status(core_v1, newbie_ns).spec.hard
-        assert hard == {"requests.nvidia.com/gpu": "4", "requests.cpu": "16", **NO_EXPOSURE_HARD}
+        assert hard == {"requests.nvidia.com/gpu": "4", "requests.cpu": "16", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
 
         await store.update("users", "newbie", parse_patch({"gpus": 1}))
         await sync.sync_user("newbie", ["ml"], namespace=newbie_ns)
         quota = quota_status(core_v1, newbie_ns)
-        assert quota.spec.hard == {"requests.nvidia.com/gpu": "1", "requests.cpu": "16", **NO_EXPOSURE_HARD}
+        assert quota.spec.hard == {"requests.nvidia.com/gpu": "1", "requests.cpu": "16", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
         assert quota.metadata.annotations["paddlecloud.io/running-jobs"] == "1"
     finally:
         await api.close()
@@ -147,17 +147,17 @@ async def test_the_site_default_survives_every_save(cluster, core_v1, make_names
         sync = QuotaSync(api, store)
         await sync.sync_user("dora", ["ml"], namespace=user_ns)  # nothing saved yet: the site default applies
         assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi",
-                                                            **NO_EXPOSURE_HARD}
+                                                            **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
 
         await store.update("users", "someone-else", parse_patch({"gpus": 5}))  # an unrelated save
         await sync.sync_user("dora", ["ml"], namespace=user_ns)
         assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "1", "requests.memory": "8Gi",
-                                                            **NO_EXPOSURE_HARD}
+                                                            **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
 
         await store.update("groups", "ml", parse_patch({"gpus": 3}))  # the group raises GPUs, memory stays
         await sync.sync_user("dora", ["ml"], namespace=user_ns)
         assert quota_status(core_v1, user_ns).spec.hard == {"requests.nvidia.com/gpu": "3", "requests.memory": "8Gi",
-                                                            **NO_EXPOSURE_HARD}
+                                                            **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
     finally:
         await api.close()
 
@@ -194,21 +194,21 @@ async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, 
             view = await service.update("groups", "ml", parse_patch({"gpus": 4}))
             assert view["members"] == ["ann"] and "sync_errors" not in view
             assert quota_status(core_v1, prefix + "ann").spec.hard == {
-                "requests.nvidia.com/gpu": "4", **NO_EXPOSURE_HARD}
+                "requests.nvidia.com/gpu": "4", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
             with pytest.raises(kubernetes.client.ApiException):
                 quota_status(core_v1, prefix + "ben")  # not in ml: not written
 
             view = await service.update("default", None, parse_patch({"gpus": 1, "running_jobs": 2}))
             assert "sync_errors" not in view  # admin has no namespace yet: skipped, written at spawn
             assert quota_status(core_v1, prefix + "ben").spec.hard == {
-                "requests.nvidia.com/gpu": "1", **NO_EXPOSURE_HARD}
+                "requests.nvidia.com/gpu": "1", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
             assert quota_status(core_v1, prefix + "ann").spec.hard == {
-                "requests.nvidia.com/gpu": "4", **NO_EXPOSURE_HARD}
+                "requests.nvidia.com/gpu": "4", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
             assert quota_status(core_v1, prefix + "ann").metadata.annotations["paddlecloud.io/running-jobs"] == "2"
 
             await service.update("users", "ann", parse_patch({"gpus": 2}))
             assert quota_status(core_v1, prefix + "ann").spec.hard == {
-                "requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD}
+                "requests.nvidia.com/gpu": "2", **NO_EXPOSURE_HARD, **OBJECT_QUOTA}
 
             overview = await service.overview()
             users = {u["user"]: u for u in overview["users"]}

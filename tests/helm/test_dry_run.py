@@ -111,13 +111,15 @@ def test_what_the_hub_makes_in_a_user_namespace_passes_too(cluster, name, tmp_pa
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": user_ns, "labels": labels}}))
     policy = settings.user_network_policy
     objects = [tenancy.service_account(user_ns), tenancy.role_binding(user_ns, cluster_role=settings.notebook_cluster_role),
-               tenancy.limit_range(user_ns, settings.limit_range_cpu, settings.limit_range_memory),
+               tenancy.limit_range(user_ns, settings.limit_range_cpu, settings.limit_range_memory,
+                                   settings.limit_range_max, settings.limit_range_ephemeral_storage_request,
+                                   settings.limit_range_ephemeral_storage),
                *tenancy.user_network_policies(user_ns, settings.hub_namespace, policy["hub_pod_labels"],
                                               policy["proxy_pod_labels"], policy["api_server"],
                                               policy["hub_api_port"], policy["egress"]),
                *dataset_claims(settings, user_ns),
                tenancy.user_resource_quota(user_ns, Effective(Limits.from_dict(parse_patch(settings.default_quota)), {}),
-                                           settings.gpu_resource)]
+                                           settings.gpu_resource, settings.object_quota)]
     made = dry_run(cluster.kubeconfig, yaml.safe_dump_all(objects), namespace=user_ns)
     assert sorted(made) == sorted(f"{o['kind']}/{o['metadata']['name']}" for o in objects)
     assert len([m for m in made if m.startswith("NetworkPolicy/")]) == 3

@@ -109,6 +109,33 @@ def test_admins_write_users_read_their_own_others_get_403(hub, tokens):
     assert users["bob"]["limits"] == {"memory": "8Gi"} and users["alice"]["limits"]["gpus"] == 2
 
 
+def scoped_token(hub, name: str, scopes: list[str]) -> str:
+    """A hub API token of the logged-in user `name` holding only `scopes`."""
+    session = hub.login(name)
+    response = session.post(
+        f"{hub.url}/hub/api/users/{name}/tokens", json={"note": "scoped", "expires_in": 3600, "scopes": scopes},
+        headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/") or session.cookies.get("_xsrf")},
+        timeout=30)
+    assert response.status_code == 201, response.text
+    return response.json()["token"]
+
+
+def test_quota_admin_needs_the_tokens_own_admin_scope_not_the_owners_admin_flag(hub, tokens):
+    """An admin's token made for reading users only may not change quotas (issue 25: any
+    admin-owned token did); the admin's full token still may."""
+    before = stored(hub)
+    for scopes in (["read:users"], ["read:users", "access:services!service=quota"]):
+        narrow = scoped_token(hub, "admin", scopes)
+        for method, path in (("PUT", "/users/bob"), ("PUT", "/default"), ("GET", "")):
+            refused = call(hub, method, path, narrow, {"gpus": 7} if method == "PUT" else None)
+            assert refused.status_code == 403, (scopes, method, path, refused.status_code, refused.text)
+            assert refused.json()["error"] == "forbidden"
+    assert stored(hub) == before
+    full = call(hub, "PUT", "/users/bob", tokens["admin"], {"gpus": 7})
+    assert full.status_code == 200, full.text
+    assert stored(hub)["users"]["bob"]["limits"] == {"gpus": 7}
+
+
 @pytest.mark.parametrize("path, body, field, words", [
     ("/users/alice", {"gpus": -1}, "gpus", "must not be negative"),
     ("/users/alice", {"gpus": "lots"}, "gpus", "must be a whole number"),

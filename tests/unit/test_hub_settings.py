@@ -162,6 +162,7 @@ async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_n
     import kubespawner.spawner
     from kubespawner import KubeSpawner
 
+    import paddle_ext.hub.spawner
     from paddle_ext.hub.spawner import PaddleCloudSpawner
 
     async def done(*_args, **_kwargs):
@@ -172,6 +173,7 @@ async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_n
     monkeypatch.setattr(KubeSpawner, "_ensure_namespace", done)
     monkeypatch.setattr(KubeSpawner, "_make_create_pvc_request", done)
     monkeypatch.setattr(KubeSpawner, "_make_create_pod_request", done)
+    monkeypatch.setattr(paddle_ext.hub.spawner, "claim_namespace", done)
     spawner = PaddleCloudSpawner(_mock=True, enable_user_namespaces=True, events_enabled=False,
                                  service_exposure_policy=False, sync_quota=False,
                                  paddlecloud_settings=HubSettings())

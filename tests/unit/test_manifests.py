@@ -124,14 +124,14 @@ def test_a_job_from_a_folder_off_the_workspace_unpacks_its_code_at_the_same_path
     container = pod["containers"][0]
     assert container["workingDir"] == "/home/jovyan/project"
     assert {"name": "workdir", "mountPath": "/home/jovyan/project"} in container["volumeMounts"]
-    assert {"name": "workdir", "emptyDir": {}} in pod["volumes"]
+    assert {"name": "workdir", "emptyDir": {"sizeLimit": "8Gi"}} in pod["volumes"]
     assert {"name": "code", "configMap": {"name": "tiny-code"}} in pod["volumes"]
     assert init["command"][:2] == ["python", "-c"]
     assert init["command"][3:] == ["/var/run/paddlecloud/code/code.tar.gz", "/home/jovyan/project",
                                    "/tmp/paddlecloud-outputs/tiny"]
     # The outputs folder the init container makes is a volume the worker shares.
     outputs_mount = {"name": "outputs", "mountPath": "/tmp/paddlecloud-outputs"}
-    assert {"name": "outputs", "emptyDir": {}} in pod["volumes"] and outputs_mount in container["volumeMounts"]
+    assert {"name": "outputs", "emptyDir": {"sizeLimit": "8Gi"}} in pod["volumes"] and outputs_mount in container["volumeMounts"]
     assert init["volumeMounts"] == [{"name": "workdir", "mountPath": "/home/jovyan/project"}, outputs_mount,
                                     {"name": "code", "mountPath": "/var/run/paddlecloud/code", "readOnly": True}]
     assert init["resources"] == container["resources"] and init["securityContext"] == container["securityContext"]

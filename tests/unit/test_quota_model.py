@@ -14,7 +14,7 @@ from paddle_ext.quota.model import (Effective, Entry, JobRecord, JobUsage, Limit
                                     parse_quota_rejection, quota_sources, resolve, resource_quota_hard,
                                     resource_quota_terms, running_jobs_cap)
 from paddle_ext.spec import JobSpec
-from paddle_ext.tenancy import user_resource_quota
+from paddle_ext.tenancy import NO_EXPOSURE_HARD, user_resource_quota
 
 
 def test_parse_patch_normalizes_and_keeps_nulls():
@@ -96,6 +96,13 @@ def test_resolution_user_override_then_most_generous_group_then_default():
     assert resolve(QuotaConfig(), "dave", ["ml"]).limits == Limits()
 
 
+# A user's own notebook and a long history of jobs fit (each job: a Job, a Service, a code
+# ConfigMap), while no user can fill etcd or every node's disk.
+OBJECTS = {"count/jobs.batch": "200", "count/paddlejobs.kubeflow.org": "200", "count/configmaps": "220",
+           "count/services": "220", "count/secrets": "50", "persistentvolumeclaims": "20",
+           "requests.ephemeral-storage": "100Gi", "limits.ephemeral-storage": "2Ti"}
+
+
 def test_resource_quota_form():
     limits = Limits(gpus=2, cpu="8", memory="32Gi", pods=10, running_jobs=3)
     sources = {"gpus": "group:ml", "cpu": "default", "memory": "default", "pods": "user", "running_jobs": "default"}
@@ -108,11 +115,17 @@ def test_resource_quota_form():
                      "labels": {"app.kubernetes.io/managed-by": "paddlecloud"},
                      "annotations": {"paddlecloud.io/running-jobs": "3",
                                      "paddlecloud.io/quota-sources": json.dumps(sources, sort_keys=True)}},
-        "spec": {"hard": {"requests.nvidia.com/gpu": "2", "requests.cpu": "8", "requests.memory": "32Gi",
-                          "pods": "10", "services.nodeports": "0", "services.loadbalancers": "0"}}}
-    # Nothing limited: still a quota, barring Services that would expose pods outside the cluster.
+        "spec": {"hard": {**OBJECTS, "requests.nvidia.com/gpu": "2", "requests.cpu": "8",
+                          "requests.memory": "32Gi", "pods": "10", "services.nodeports": "0",
+                          "services.loadbalancers": "0"}}}
+    # Nothing limited: still a quota, counting objects and barring Services that would expose
+    # pods outside the cluster.
     assert user_resource_quota("ns", Effective(Limits(), {}))["spec"]["hard"] == {
-        "services.nodeports": "0", "services.loadbalancers": "0"}
+        **OBJECTS, "services.nodeports": "0", "services.loadbalancers": "0"}
+    # A site's own counts replace the defaults; none at all leaves only the exposure bar.
+    assert user_resource_quota("ns", Effective(Limits(), {}), objects={"count/secrets": 5})["spec"]["hard"] == {
+        "count/secrets": "5", "services.nodeports": "0", "services.loadbalancers": "0"}
+    assert user_resource_quota("ns", Effective(Limits(), {}), objects={})["spec"]["hard"] == NO_EXPOSURE_HARD
     assert running_jobs_cap([quota]) == 3 and quota_sources([quota]) == sources
     assert running_jobs_cap([user_resource_quota("ns", Effective(Limits(gpus=1), {"gpus": "user"}))]) is None
     # The same limits read back from the API server's view of that ResourceQuota.

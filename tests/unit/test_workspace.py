@@ -85,3 +85,73 @@ def test_an_archive_entry_outside_the_folder_or_not_a_plain_file_is_refused(entr
         with pytest.raises(ValueError, match="may not be unpacked"):
             unpack(data.getvalue(), str(tmp_path / "out"))
         assert not (tmp_path / "outside.py").exists() and not (tmp_path / "out" / "link").exists()
+
+
+def bomb(entries: list[tuple[str, int]]) -> bytes:
+    """A gzipped tar whose entries declare `size` bytes each (zeros: they compress to nothing)."""
+    import io
+    import tarfile
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for name, size in entries:
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(bytes(size)) if size else None)
+    return data.getvalue()
+
+
+@pytest.mark.parametrize("entries, limit", [
+    ([(f"f{i}.py", 0) for i in range(50)], "more than 40 files (MAX_UNPACKED_FILES)"),
+    ([("a.bin", 600_000), ("b.bin", 600_000)], "more than 1.0 MiB (MAX_UNPACKED_BYTES)"),
+    ([("ok.py", 10), ("huge.bin", 2 ** 40)], "more than 1.0 MiB (MAX_UNPACKED_BYTES)"),
+])
+def test_an_archive_over_the_unpack_caps_is_refused_and_nothing_is_written(entries, limit, tmp_path):
+    from paddle_ext.workspace import ArchiveTooLarge
+
+    if entries[-1][1] == 2 ** 40:  # a header that claims a terabyte, with no data behind it
+        import io
+        import tarfile
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w:gz") as tar:
+            tar.addfile(tarfile.TarInfo("ok.py"), None)
+            info = tarfile.TarInfo("huge.bin")
+            info.size = 2 ** 40
+            tar.addfile(info)  # header only
+        archive = data.getvalue()
+    else:
+        archive = bomb(entries)
+    out = tmp_path / "out"
+    with pytest.raises(ArchiveTooLarge) as caught:
+        unpack(archive, str(out), max_bytes=1024 * 1024, max_files=40)
+    assert str(caught.value.message) == f"The code archive would unpack to {limit}; nothing was written."
+    assert not out.exists()
+
+
+def test_the_default_caps_refuse_a_gzip_bomb_of_many_files(tmp_path):
+    from paddle_ext.workspace import MAX_UNPACKED_FILES, ArchiveTooLarge
+
+    archive = bomb([(f"d/f{i}", 0) for i in range(MAX_UNPACKED_FILES + 1)])
+    with pytest.raises(ArchiveTooLarge, match="MAX_UNPACKED_FILES"):
+        unpack(archive, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_with_symlinks_round_trips_without_them_and_says_so(project, tmp_path):
+    """Links are not shipped: not in the archive, not in the digest, named in the record;
+    what the snapshot lists is exactly what unpacks."""
+    os.symlink("my_train.py", project / "inside-link.py")
+    os.symlink("/etc/passwd", project / "pkg" / "outside-link")
+    made = snapshot(str(project))
+    assert made.skipped == ("inside-link.py", "pkg/outside-link")
+    assert made.record()["skipped"] == {"reason": "symbolic links do not travel with a job", "count": 2,
+                                        "paths": ["inside-link.py", "pkg/outside-link"]}
+    os.remove(project / "inside-link.py")
+    os.remove(project / "pkg" / "outside-link")
+    without = snapshot(str(project))
+    assert without.digest == made.digest and "skipped" not in without.record()
+    out = tmp_path / "out"
+    assert sorted(unpack(made.archive, str(out))) == sorted(f.path for f in made.files)
+    assert not any(os.path.islink(os.path.join(folder, name)) for folder, _, names in os.walk(out) for name in names)
+    in_place = record_in_place(str(project), max_bytes=10)
+    assert in_place.archive is None and "skipped" not in in_place.record()
