@@ -176,7 +176,7 @@ def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_R
 
 def local_queue(ns: str, name: str, cluster_queue: str) -> dict:
     """The Kueue LocalQueue a user's jobs are submitted to (label kueue.x-k8s.io/queue-name)."""
-    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
             "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED_BY)},
             "spec": {"clusterQueue": cluster_queue}}
 

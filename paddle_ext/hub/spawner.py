@@ -225,7 +225,7 @@ class PaddleCloudSpawner(KubeSpawner):
         custom = CustomObjectsApi(self.api.api_client)
         await self._create_ignoring_conflict(
             lambda namespace, body: custom.create_namespaced_custom_object(
-                "kueue.x-k8s.io", "v1beta1", namespace, "localqueues", body),
+                "kueue.x-k8s.io", "v1beta2", namespace, "localqueues", body),
             self.namespace, tenancy.local_queue(self.namespace, settings.queue_name, settings.cluster_queue))
         self._step(f"Job queue {settings.queue_name} ready")
 

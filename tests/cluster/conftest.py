@@ -27,6 +27,7 @@ if REPO not in sys.path:
 
 from availability import skip_cluster_allowed, skip_or_fail  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
+from tools.k8s.kueue import unavailable_reason as kueue_missing  # noqa: E402
 
 import kubernetes  # noqa: E402  (a test dependency: missing, the install is broken, not the cluster)
 
@@ -54,7 +55,8 @@ def real_node_missing(bin_dir) -> str | None:
 
 @pytest.fixture(scope="session")
 def cluster(k8s_bin_dir, tmp_path_factory):
-    """The session's cluster: control plane, 2 KWOK GPU nodes and (as root) the real node."""
+    """The session's cluster: control plane, 2 KWOK GPU nodes, Kueue (tools/k8s/kueue.py:
+    it manages queue-labelled jobs in user namespaces only) and (as root) the real node."""
     from tools.k8s import images
 
     reason = real_node_missing(k8s_bin_dir)
@@ -64,8 +66,11 @@ def cluster(k8s_bin_dir, tmp_path_factory):
         stale = images.stale_images(IMAGE_REFS.values(), os.path.join(k8s_bin_dir, "pause"))
         if stale:
             pytest.fail(f"real node: images not built from this tree: {stale}; run `make images`", pytrace=False)
+    no_kueue = kueue_missing(k8s_bin_dir)
+    if no_kueue:
+        print(f"\nkueue: {no_kueue}; the cluster runs without it")
     c = Cluster(str(tmp_path_factory.mktemp("cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
-                real_node=reason is None,
+                real_node=reason is None, kueue=no_kueue is None,
                 node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()
     c.start()
@@ -81,6 +86,15 @@ def real_cluster(cluster, k8s_bin_dir):
     (fails, under PADDLECLOUD_REQUIRE_REAL_NODE=1)."""
     if not cluster.real_node:
         skip_or_fail(f"real node: {real_node_missing(k8s_bin_dir)}")
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def kueue_cluster(cluster, k8s_bin_dir):
+    """The session's cluster, for tests that need Kueue: skips without it (fails, under
+    PADDLECLOUD_REQUIRE_REAL_NODE=1)."""
+    if not cluster.kueue:
+        skip_or_fail(f"kueue: {kueue_missing(k8s_bin_dir)}")
     return cluster
 
 

@@ -42,7 +42,10 @@ def test_up_starts_and_down_leaves_nothing(k8s_bin_dir, tmp_path):
         assert up.returncode == 0, up.stdout + up.stderr
         with open(os.path.join(state, "pids.json")) as fh:
             pids = [info["pid"] for info in json.load(fh).values()]
-        assert len(pids) == 6  # the control plane, KWOK and the local-path provisioner
+        with open(os.path.join(state, "cluster.json")) as fh:
+            with_kueue = json.load(fh).get("kueue", False)
+        # the control plane, KWOK, the local-path provisioner and (where it can run) Kueue
+        assert len(pids) == 6 + with_kueue
         assert len(processes_mentioning(state)) >= 6
         client = kubernetes.config.new_client_from_config(config_file=os.path.join(state, "kubeconfig"))
         with client:

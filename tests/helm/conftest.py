@@ -34,8 +34,10 @@ def kwok_cluster(k8s_tools, tmp_path_factory):
     """A control plane with 2 KWOK nodes (no real node): enough for server-side dry-runs."""
     from helmlib import bin_dir
     from tools.k8s.cluster import Cluster
+    from tools.k8s.kueue import unavailable_reason as kueue_missing
 
-    cluster = Cluster(str(tmp_path_factory.mktemp("helm-kwok")), bin_dir(), nodes=2)
+    cluster = Cluster(str(tmp_path_factory.mktemp("helm-kwok")), bin_dir(), nodes=2,
+                      kueue=kueue_missing(bin_dir()) is None)  # as next to a real install: Kueue's CRDs
     t0 = time.monotonic()
     cluster.start()
     print(f"\nKWOK cluster ready in {time.monotonic() - t0:.1f}s")
@@ -50,6 +52,7 @@ def real_cluster(k8s_tools, tmp_path_factory):
     from helmlib import bin_dir
     from tools.k8s import images, node
     from tools.k8s.cluster import IMAGE_REFS, Cluster
+    from tools.k8s.kueue import unavailable_reason as kueue_missing
 
     reason = node.host_unavailable_reason()
     if reason:
@@ -66,6 +69,7 @@ def real_cluster(k8s_tools, tmp_path_factory):
             pytest.fail(f"helm install on the real node: `make images` failed: {build.stderr[-2000:]}", pytrace=False)
     cluster = Cluster(str(tmp_path_factory.mktemp("helm-real")), bin_dir(), nodes=2, complete_after="3s",
                       real_node=True, storage=True,  # as `make cluster`: a default StorageClass
+                      kueue=kueue_missing(bin_dir()) is None,
                       node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()
     cluster.start()

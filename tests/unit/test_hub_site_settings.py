@@ -112,7 +112,7 @@ def test_user_network_policies():
 
 def test_local_queue():
     assert tenancy.local_queue("u-a", "team", "cq") == {
-        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
         "metadata": {"name": "team", "namespace": "u-a", "labels": {"app.kubernetes.io/managed-by": "paddlecloud"}},
         "spec": {"clusterQueue": "cq"}}
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build (or reuse) the test cluster's binaries into ~/.cache/paddlecloud/k8s-<key>/bin:
 # the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, KWOK, helm), the real node (kubelet, kube-proxy, CoreDNS, pause) and the default
-# StorageClass's local-path provisioner (tools/k8s/storage.py). Also
-# fetches what the tests would otherwise download (Kubeflow's PaddleJob CRD).
+# kubectl, KWOK, helm), the Kueue controller manager, the real node (kubelet, kube-proxy,
+# CoreDNS, pause) and the default StorageClass's local-path provisioner (tools/k8s/storage.py).
+# Also copies Kueue's CRDs and webhook manifests from its module and fetches what the tests
+# would otherwise download (Kubeflow's PaddleJob CRD).
 # Usage: tools/k8s/build.sh            build what is missing, print the bin dir
 #        tools/k8s/build.sh --print    only print the bin dir
 # Each binary is cached on its own under ~/.cache/paddlecloud/bin/<name>-<version>-<key>,
@@ -16,7 +17,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
 ver() { sed -n "s/^$1=//p" "$HERE/VERSIONS"; }
 K8S="$(ver KUBERNETES)"; ETCD="$(ver ETCD)"; KWOK="$(ver KWOK)"; HELM="$(ver HELM)"
-COREDNS="$(ver COREDNS)"; BUILD_REV="$(ver BUILD_REV)"; LOCAL_PATH="$(ver LOCAL_PATH_PROVISIONER)"
+COREDNS="$(ver COREDNS)"; KUEUE="$(ver KUEUE)"; BUILD_REV="$(ver BUILD_REV)"; LOCAL_PATH="$(ver LOCAL_PATH_PROVISIONER)"
 CACHE_ROOT="${PADDLECLOUD_CACHE:-$HOME/.cache/paddlecloud}"
 
 minor="${K8S#v1.}"; minor="${minor%%.*}"
@@ -43,7 +44,8 @@ kube-proxy|kube|k8s.io/kubernetes/cmd/kube-proxy|$K8S|$kube_ldflags
 helm|helm|helm.sh/helm/v3/cmd/helm|$HELM|$helm_ldflags
 coredns|coredns|paddlecloud.local/tools/k8s/coredns|$COREDNS|-s -w
 pause|pause|paddlecloud.local/tools/k8s/pause|$BUILD_REV|-s -w
-local-path-provisioner|local-path|github.com/rancher/local-path-provisioner|$LOCAL_PATH|-s -w -X main.VERSION=$LOCAL_PATH"
+local-path-provisioner|local-path|github.com/rancher/local-path-provisioner|$LOCAL_PATH|-s -w -X main.VERSION=$LOCAL_PATH
+kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|$KUEUE|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE"
 
 binary_key() {  # binary_key <name> <dir> <pkg> <version> <ldflags> -> 12 hex digits
   { printf '%s\n' "$1" "$3" "$4" "$5" "rev=$BUILD_REV"; cat "$HERE/$2/go.mod"; cat "$HERE/$2/go.sum" 2>/dev/null || true; } \
@@ -89,6 +91,12 @@ KWOK_SRC="$(cd "$HERE/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
 rm -rf "$DEST/kwok" && mkdir -p "$DEST/kwok"
 cp -r "$KWOK_SRC/kustomize/stage" "$KWOK_SRC/kustomize/crd" "$DEST/kwok/"
 chmod -R u+w "$DEST/kwok"
+# Kueue's CRDs and webhook configurations ship in its module source too (tools/k8s/kueue.py).
+KUEUE_SRC="$(cd "$HERE/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"
+rm -rf "$DEST/kueue" && mkdir -p "$DEST/kueue"
+cp -r "$KUEUE_SRC/config/components/crd/bases" "$DEST/kueue/crd"
+cp "$KUEUE_SRC/config/components/webhook/manifests.yaml" "$DEST/kueue/webhook.yaml"
+chmod -R u+w "$DEST/kueue"
 # Everything the tests need from the network is fetched here, never by a test.
 "$HERE/fetch_crd.sh" >/dev/null
 while IFS='|' read -r name _; do

@@ -13,6 +13,9 @@ without GPUs run there for real, and the KWOK nodes are tainted nvidia.com/gpu=p
     from tools.k8s.cluster import Cluster
     c = Cluster(state_dir, bin_dir, nodes=2, real_node=None); c.start(); ...; c.stop()
 
+With kueue (Cluster(kueue=True); `cluster.py up` by default) Kueue's controller manager
+runs too, as a process, with its CRDs and its webhooks by URL: see tools/k8s/kueue.py.
+
 Pods owned by a Job complete after `complete_after` (per pod: annotation
 kwok.paddlecloud.io/complete-after, a Go duration such as "3s"), with exit code 0
 (per pod: annotation kwok.paddlecloud.io/exit-code; non-zero makes the pod Failed).
@@ -36,6 +39,7 @@ import yaml
 
 try:
     from . import images, node, node_config, storage
+    from .kueue import Kueue, KueueError, release_metrics_certs, unavailable_reason as kueue_missing
     from .pki import kubeconfig_dict, make_pki
     from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
@@ -44,6 +48,7 @@ except ImportError:  # run as a script from tools/k8s (by any python3: the repo 
     import node
     import node_config
     import storage
+    from kueue import Kueue, KueueError, release_metrics_certs, unavailable_reason as kueue_missing
     from pki import kubeconfig_dict, make_pki
     from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
 
@@ -294,7 +299,8 @@ class Cluster:
     """
 
     def __init__(self, state_dir, bin_dir=None, nodes=2, complete_after="2s", pod_delay_ms=200,
-                 node_resources=None, real_node=False, node_lock_timeout=600.0, storage=False):
+                 node_resources=None, real_node=False, node_lock_timeout=600.0, storage=False,
+                 kueue=False):
         self.state_dir = os.path.abspath(state_dir)
         self.bin_dir = os.path.abspath(bin_dir or default_bin_dir())
         use_node, self.real_node_notice = resolve_real_node(real_node, self.bin_dir)
@@ -312,6 +318,7 @@ class Cluster:
         self._commands = {}  # name -> (argv, env) of each component, for restart_component
         self.pki = {}
         self._ssl = None
+        self.kueue = Kueue(self) if kueue else None  # tools/k8s/kueue.py, started after the control plane
 
     def __enter__(self):
         self.start()
@@ -368,15 +375,18 @@ class Cluster:
         write_json(self.kubeconfig, kubeconfig_dict(
             self.server, self.pki["ca.crt"], self.pki["admin.crt"], self.pki["admin.key"]))
         write_json(self._path("cluster.json"), {"server": self.server, "ports": self.ports,
-                                                 "bin_dir": self.bin_dir, "real_node": bool(self.real_node)})
+                                                 "bin_dir": self.bin_dir, "real_node": bool(self.real_node),
+                                                 "kueue": bool(self.kueue)})
         try:
             self._start_all(deadline)
+            if self.kueue:
+                self.kueue.start(deadline)
             if self.real_node:
                 self.real_node.start(self, deadline)
                 self._wait(deadline, "`kubernetes` Service endpoints on the node IP", self._kubernetes_endpoints)
             if self.storage:
                 storage.start(self, deadline)
-        except (node.NodeError, storage.StorageError) as exc:
+        except (node.NodeError, storage.StorageError, KueueError) as exc:
             self.stop()
             raise ClusterError(str(exc)) from exc
         except BaseException:
@@ -434,6 +444,7 @@ class Cluster:
         self.pids = {}
         if os.path.exists(self.pids_file):
             os.remove(self.pids_file)
+        release_metrics_certs(self.state_dir)  # /etc/kueue, when the last cluster using it stops
         if left:
             problems.append(f"processes still alive after stop: {left}")
         problems += storage.cleanup(self.state_dir)
@@ -576,7 +587,7 @@ class Cluster:
         state dir, so stopping an old state dir never touches another cluster's node.
         """
         info = read_json(os.path.join(state_dir, "cluster.json"))
-        c = cls(state_dir, info["bin_dir"])
+        c = cls(state_dir, info["bin_dir"], kueue=info.get("kueue", False))
         c.server, c.ports = info["server"], info["ports"]
         if os.path.isdir(c._path("pki")):
             c.pki = make_pki(c._path("pki"), real_node=info.get("real_node", False))  # reuses start()'s files
@@ -611,6 +622,8 @@ def main(argv=None):
     parser.add_argument("--complete-after", default="2s", help="default Job pod run time")
     parser.add_argument("--real-node", choices=["no", "yes", "auto"], default="no",
                         help="also run a real node (root): yes, no (default), or auto: when this machine can")
+    parser.add_argument("--kueue", choices=["no", "yes", "auto"], default="auto",
+                        help="run Kueue (tools/k8s/kueue.py): yes, no, or auto (default): when this machine can")
     parser.add_argument("--lock-timeout", type=float, default=float(os.environ.get(
         "PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")), help="seconds to wait for another real-node cluster")
     args = parser.parse_args(argv)
@@ -629,10 +642,14 @@ def main(argv=None):
             return 1
         print("cluster stopped")
         return 0
+    kueue_notice = kueue_missing(args.bin_dir or default_bin_dir()) if args.kueue == "auto" else None
+    if kueue_notice:
+        print(f"kueue: off ({kueue_notice})")
     try:
         cluster = Cluster(args.state_dir, args.bin_dir, nodes=args.nodes, complete_after=args.complete_after,
                           real_node={"no": False, "yes": True, "auto": None}[args.real_node],
-                          node_lock_timeout=args.lock_timeout, storage=True)
+                          node_lock_timeout=args.lock_timeout, storage=True,
+                          kueue=args.kueue == "yes" or (args.kueue == "auto" and not kueue_notice))
     except ClusterError as exc:
         print(f"cluster failed to start: {exc}", file=sys.stderr)
         return 1

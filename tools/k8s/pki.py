@@ -125,3 +125,15 @@ def kubeconfig_dict(server, ca_path, cert_path, key_path, name="paddlecloud-test
         "users": [{"name": "admin", "user": {"client-certificate": cert_path, "client-key": key_path}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": "admin", "namespace": "default"}}],
     }
+
+
+def serving_pki(ca_cn, cn, sans):
+    """A fresh CA and a serving certificate it signs, for a component outside make_pki's
+    set (Kueue's webhook and metrics servers): returns PEM bytes (ca_crt, tls_crt, tls_key)."""
+    ca_key = _key()
+    ca = _cert(ca_cn, ca_key, ca=True)
+    key = _key()
+    cert = _cert(cn, key, issuer_cert=ca, issuer_key=ca_key, server=True, sans=sans)
+    return (ca.public_bytes(serialization.Encoding.PEM), cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                              serialization.NoEncryption()))
