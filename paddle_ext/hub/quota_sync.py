@@ -36,37 +36,46 @@ def hub_namespace_default() -> str:
 
 
 async def write_resource_quota(api: KubeApi, namespace: str, quota: dict | None,
-                               missing_ok: bool = False) -> dict | None:
+                               missing_ok: bool = False, attempts: int = 5) -> dict | None:
     """Create, replace or (quota None) delete `paddlecloud-quota` in `namespace`.
 
+    The quota controller writes the object's status all the time, so a replace can lose the
+    race for its resourceVersion (409): then it is read again and written again.
     A missing namespace is an error unless `missing_ok` (then nothing is written: the
     quota is written when the namespace is created at the user's next start)."""
     path = api_path("v1", "resourcequotas", namespace, QUOTA_NAME)
-    try:
+    for attempt in range(attempts):
         try:
-            current = await api.get(path)
+            return await _write_resource_quota_once(api, namespace, path, quota)
         except KubeApiError as exc:
-            if exc.status != 404:
-                raise
-            current = None
-        if quota is None:
-            if current is not None:
-                await api.delete(path)
-            return None
-        if current is None:
-            await api.create(api_path("v1", "resourcequotas", namespace), quota)
-        else:
-            body = {**quota, "metadata": {**quota["metadata"],
-                                          "resourceVersion": current["metadata"]["resourceVersion"]}}
-            await api.replace(path, body)
-        return quota
+            if exc.status == 409 and attempt + 1 < attempts:
+                continue  # changed (or created) by someone else since we read it
+            if exc.status == 404 and missing_ok:
+                log.info("Namespace %s does not exist yet; its quota is written when it is created", namespace)
+                return None
+            raise BackendUnavailable(exc.describe(f"write the ResourceQuota {namespace}/{QUOTA_NAME}")) from exc
+        except KubeUnreachable as exc:
+            raise BackendUnavailable(str(exc)) from exc
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+async def _write_resource_quota_once(api: KubeApi, namespace: str, path: str, quota: dict | None) -> dict | None:
+    try:
+        current = await api.get(path)
     except KubeApiError as exc:
-        if exc.status == 404 and missing_ok:
-            log.info("Namespace %s does not exist yet; its quota is written when it is created", namespace)
-            return None
-        raise BackendUnavailable(exc.describe(f"write the ResourceQuota {namespace}/{QUOTA_NAME}")) from exc
-    except KubeUnreachable as exc:
-        raise BackendUnavailable(str(exc)) from exc
+        if exc.status != 404:
+            raise
+        current = None
+    if quota is None:
+        if current is not None:
+            await api.delete(path)
+        return None
+    if current is None:
+        await api.create(api_path("v1", "resourcequotas", namespace), quota)
+    else:
+        body = {**quota, "metadata": {**quota["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+        await api.replace(path, body)
+    return quota
 
 
 class QuotaSync:
