@@ -35,12 +35,28 @@ def hub_namespace_default() -> str:
         return "default"
 
 
-async def write_resource_quota(api: KubeApi, namespace: str, quota: dict | None,
-                               missing_ok: bool = False, attempts: int = 5) -> dict | None:
-    """Create, replace or (quota None) delete `paddlecloud-quota` in `namespace`.
+def merge_patch(current: dict, wanted: dict) -> dict:
+    """The JSON merge patch that turns the ResourceQuota `current` into `wanted` (its labels,
+    annotations and spec.hard; a key `wanted` lacks is removed with null). A patch carries no
+    resourceVersion, so it never loses a race with the quota controller's status writes."""
+    def changes(have: dict | None, want: dict | None) -> dict:
+        have, want = have or {}, want or {}
+        return {**{key: None for key in have if key not in want}, **want}
 
-    The quota controller writes the object's status all the time, so a replace can lose the
-    race for its resourceVersion (409): then it is read again and written again.
+    metadata, current_metadata = wanted.get("metadata") or {}, current.get("metadata") or {}
+    return {"metadata": {"labels": changes(current_metadata.get("labels"), metadata.get("labels")),
+                         "annotations": changes(current_metadata.get("annotations"), metadata.get("annotations"))},
+            "spec": {**(wanted.get("spec") or {}),
+                     "hard": changes((current.get("spec") or {}).get("hard"), (wanted.get("spec") or {}).get("hard"))}}
+
+
+async def write_resource_quota(api: KubeApi, namespace: str, quota: dict | None,
+                               missing_ok: bool = False, attempts: int = 3) -> dict | None:
+    """Create, patch or (quota None) delete `paddlecloud-quota` in `namespace`.
+
+    The quota controller (and quota admission, on every counted object made in the namespace)
+    writes the object's status all the time, so it is changed with a merge patch, not a replace
+    that would need its resourceVersion; a create that lost the race to another is retried.
     A missing namespace is an error unless `missing_ok` (then nothing is written: the
     quota is written when the namespace is created at the user's next start)."""
     path = api_path("v1", "resourcequotas", namespace, QUOTA_NAME)
@@ -49,7 +65,7 @@ async def write_resource_quota(api: KubeApi, namespace: str, quota: dict | None,
             return await _write_resource_quota_once(api, namespace, path, quota)
         except KubeApiError as exc:
             if exc.status == 409 and attempt + 1 < attempts:
-                continue  # changed (or created) by someone else since we read it
+                continue  # created by someone else since we read: patch it now
             if exc.status == 404 and missing_ok:
                 log.info("Namespace %s does not exist yet; its quota is written when it is created", namespace)
                 return None
@@ -73,8 +89,7 @@ async def _write_resource_quota_once(api: KubeApi, namespace: str, path: str, qu
     if current is None:
         await api.create(api_path("v1", "resourcequotas", namespace), quota)
     else:
-        body = {**quota, "metadata": {**quota["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
-        await api.replace(path, body)
+        await api.patch(path, merge_patch(current, quota))
     return quota
 
 
