@@ -276,12 +276,12 @@ def test_an_admin_changes_the_users_quota_and_the_resourcequota_follows(deployme
 
 # What the hub's service account must be able to do (the code does each of these).
 HUB_MAY = [
-    ("create", "namespaces", None),
+    ("create", "namespaces", None), ("get", "namespaces", None), ("patch", "namespaces", None),
     *((verb, "pods", USER_NS) for verb in ("get", "list", "watch", "create", "delete", "deletecollection")),
     ("list", "pods", "*"), ("watch", "pods", "*"), ("list", "events", "*"), ("watch", "events", "*"),
     *((verb, "persistentvolumeclaims", USER_NS) for verb in ("get", "create", "delete")),
-    ("create", "serviceaccounts", USER_NS), ("create", "limitranges", USER_NS),
-    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "update", "delete")),
+    ("create", "serviceaccounts", USER_NS), ("create", "limitranges", USER_NS), ("update", "limitranges", USER_NS),
+    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "update", "patch", "delete")),
     ("delete", "services", USER_NS), ("list", "nodes", None),
     *((verb, "jobs.batch", USER_NS) for verb in ("get", "list", "patch")),
     ("create", "rolebindings.rbac.authorization.k8s.io", USER_NS),
