@@ -167,14 +167,19 @@ def user_namespace(core_v1, rbac_v1, make_namespace) -> str:
     return ns
 
 
-def as_service_account(cluster, core_v1, ns) -> kubernetes.client.CoreV1Api:
+def as_user(cluster, core_v1, ns) -> kubernetes.client.ApiClient:
+    """An API client with the token of the user's notebook service account in `ns`."""
     token = core_v1.create_namespaced_service_account_token(
-        NOTEBOOK_SERVICE_ACCOUNT, ns, {"spec": {"expirationSeconds": 600}}).status.token
+        NOTEBOOK_SERVICE_ACCOUNT, ns, {"spec": {"expirationSeconds": 900}}).status.token
     config = kubernetes.client.Configuration()
     config.host = cluster.server
     config.ssl_ca_cert = cluster.pki["ca.crt"]
     config.api_key = {"authorization": f"Bearer {token}"}
-    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+    return kubernetes.client.ApiClient(config)
+
+
+def as_service_account(cluster, core_v1, ns) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(as_user(cluster, core_v1, ns))
 
 
 def refusal(create) -> str:
@@ -292,16 +297,6 @@ HOSTILE_SPEC_ANNOTATIONS = {
 }
 NOWHERE = {"paddlecloud.io/test-node": "nowhere"}  # no node has it: the pods stay Pending, alive
 
-
-def as_user(cluster, core_v1, ns) -> kubernetes.client.ApiClient:
-    """An API client with the token of the user's notebook service account in `ns`."""
-    token = core_v1.create_namespaced_service_account_token(
-        NOTEBOOK_SERVICE_ACCOUNT, ns, {"spec": {"expirationSeconds": 900}}).status.token
-    config = kubernetes.client.Configuration()
-    config.host = cluster.server
-    config.ssl_ca_cert = cluster.pki["ca.crt"]
-    config.api_key = {"authorization": f"Bearer {token}"}
-    return kubernetes.client.ApiClient(config)
 
 
 def hostile_job(ns: str, user: str, name: str, annotation: str) -> dict:

@@ -34,13 +34,13 @@ try:
     from . import images
     from .node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
                               containerd_config, corefile, kube_proxy_config, kubelet_config)
-    from .procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
+    from .procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
                            runs_as_recorded, signal_pids, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
     from node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
                              containerd_config, corefile, kube_proxy_config, kubelet_config)
-    from procutil import (all_pids, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
+    from procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
                           runs_as_recorded, signal_pids, write_json)
 
 CACHE_ROOT = images.CACHE_ROOT
@@ -454,21 +454,13 @@ def _remove_stale_shim_sockets():
                 pass
 
 
-def _mentions(path, text):
-    try:
-        with open(path, errors="replace") as fh:
-            return text in fh.read()
-    except OSError:
-        return False
-
-
 def _remove_host_leftovers(record):
     results = "/var/lib/cni/results"  # libcni's cache: <network>-<container>-<ifname>
     if os.path.isdir(results):
         for name in os.listdir(results):
             path = os.path.join(results, name)
             ours = name.startswith(CNI_NETWORK + "-") or (
-                name.startswith("cni-loopback-") and _mentions(path, RUN_DIR + "/"))
+                name.startswith("cni-loopback-") and file_mentions(path, RUN_DIR + "/"))
             if ours:
                 os.remove(path)
     links = "/var/log/containers"

@@ -122,3 +122,12 @@ def http_ok(url, insecure=False):
             return resp.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+def file_mentions(path, text):
+    """Whether the file at `path` (a log, a config) contains `text`; False if it cannot be read."""
+    try:
+        with open(path, errors="replace") as fh:
+            return text in fh.read()
+    except OSError:
+        return False

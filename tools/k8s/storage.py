@@ -35,8 +35,10 @@ import time
 
 try:
     from . import images
+    from .procutil import file_mentions
 except ImportError:  # run as a script from tools/k8s
     import images
+    from procutil import file_mentions
 
 NAMESPACE = "local-path-storage"
 STORAGE_CLASS = "local-path"
@@ -164,7 +166,7 @@ def start(cluster, deadline):
         cluster.create(collection, obj)
     cluster._spawn(PROCESS, provisioner_cmd(cluster.bin_dir, cluster.kubeconfig, config_path, helper_path))
     log = os.path.join(cluster.state_dir, "logs", f"{PROCESS}.log")
-    cluster._wait(deadline, f"{PROCESS} started", lambda: _log_has(log, STARTED_LINE))
+    cluster._wait(deadline, f"{PROCESS} started", lambda: file_mentions(log, STARTED_LINE))
 
 
 def cleanup(state_dir):
@@ -178,11 +180,3 @@ def cleanup(state_dir):
             return []
         time.sleep(0.2)
     return [f"directory {path}"]
-
-
-def _log_has(path, text):
-    try:
-        with open(path, errors="replace") as fh:
-            return text in fh.read()
-    except OSError:
-        return False
