@@ -282,17 +282,19 @@ class LocalBackend(JobBackend):
         if meta is None:
             raise JobNotFound(name)
         spec = meta["spec"]
+        pids = files.worker_pids(job_dir)
+        # Liveness before exit codes and marks: a worker's supervisor writes its exit code (and
+        # any failure mark) and then ends, so one seen gone has them on disk. Read the other way
+        # round, a worker ending between the reads would look lost ("stopped unexpectedly
+        # without an exit code").
+        alive = [i in pids and files.group_alive(pids[i]) for i in range(spec["workers"])]
         marks = {
             "cancelled": files.read_json(files.cancel_file(job_dir)),
             "failed": files.read_json(files.failed_file(job_dir)),
             "deadline": files.read_json(files.deadline_file(job_dir)),
         }
-        pids = files.worker_pids(job_dir)
         exits = [files.read_json(files.exit_file(job_dir, i)) for i in range(spec["workers"])]
-        workers = [
-            worker_state(i, exits[i], i in pids and files.group_alive(pids[i]), i in pids, marks)
-            for i in range(spec["workers"])
-        ]
+        workers = [worker_state(i, exits[i], alive[i], i in pids, marks) for i in range(spec["workers"])]
         phase, reason, message = job_phase(workers, marks, spec.get("max_runtime_seconds"))
         finished = None
         if phase.finished:

@@ -174,3 +174,26 @@ def test_the_options_name_the_image_jobs_run_in_when_none_is_offered(tmp_path, m
     launcher = JobLauncher(client=JobClient(kubernetes))
     assert (launcher.image.value, launcher.image.disabled) == (DEFAULT_WORKER_IMAGE, True)
     assert launcher.spec().image is None  # the backend picks it, as for the CLI
+
+
+def test_a_worker_ending_while_its_job_is_read_is_not_taken_for_lost(tmp_path, monkeypatch):
+    """Gated, not timed: the worker ends exactly while the backend reads the job (its
+    supervisor writes the exit code, then its process group is gone). The job must read
+    Succeeded, not "stopped unexpectedly without an exit code" (a CI run saw that)."""
+    from paddle_ext.backends import local_files as files
+    from paddle_ext.backends.local import LocalBackend
+
+    backend = LocalBackend(home=str(tmp_path), user="alice")
+    job_dir = os.path.join(backend.jobs_dir, "racing")
+    os.makedirs(job_dir)
+    files.write_json(files.job_file(job_dir), {"spec": {"name": "racing", "command": ["true"], "workers": 1},
+                                               "created": "2026-01-01T00:00:00Z"})
+    files.write_json(files.worker_file(job_dir, 0), {"pid": 4242, "pgid": 4242})
+
+    def ends_now(pgid):  # the supervisor finishes at this very moment
+        files.write_exit(job_dir, 0, 0)
+        return False
+
+    monkeypatch.setattr(files, "group_alive", ends_now)
+    job = backend._read("racing")
+    assert (job.phase, job.reason) == ("Succeeded", "Completed"), job
