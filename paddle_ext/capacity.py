@@ -16,6 +16,8 @@ from .constants import GPU_RESOURCE
 from .quantity import format_quantity, parse_quantity
 
 FINISHED_POD_PHASES = ("Succeeded", "Failed")
+# The API server's field selector for pods not yet finished (live pods hold their requests).
+LIVE_PODS_SELECTOR = ",".join(f"status.phase!={phase}" for phase in FINISHED_POD_PHASES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND
                          GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
-from ..capacity import pods_in_use
+from ..capacity import LIVE_PODS_SELECTOR, pods_in_use
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
 from ..jobkinds import JOB_KINDS, JobKind
@@ -306,7 +306,7 @@ class KubernetesBackend(JobBackend):
         """Every pod in the namespace not yet finished; none if this account may not list them."""
         try:
             return (await self._call("list pods", "list", self._path("pods"),
-                                     fieldSelector="status.phase!=Succeeded,status.phase!=Failed")).get("items", [])
+                                     fieldSelector=LIVE_PODS_SELECTOR)).get("items", [])
         except Forbidden:
             return []
 
@@ -356,7 +356,7 @@ class KubernetesBackend(JobBackend):
         try:
             nodes = await self._call("list nodes", "get", api_path("v1", "nodes"))
             pods = await self._call("list pods", "get", api_path("v1", "pods"),
-                                    fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+                                    fieldSelector=LIVE_PODS_SELECTOR)
         except (Forbidden, BackendUnavailable):
             return None
         return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource)

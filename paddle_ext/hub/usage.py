@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from ..backends.registry import KUBERNETES, LOCAL, backend_class
-from ..capacity import NodeUsage, Resources, node_usage, total
+from ..capacity import LIVE_PODS_SELECTOR, NodeUsage, Resources, node_usage, total
 from ..constants import DEFAULT_JOB_KIND
 from ..errors import PaddleCloudError
 from ..jobs import Job
@@ -92,6 +92,6 @@ class KubernetesUsage:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""
         nodes = (await self.api.get(api_path("v1", "nodes"))).get("items", [])
         pods = (await self.api.get(api_path("v1", "pods"),
-                                   fieldSelector="status.phase!=Succeeded,status.phase!=Failed")).get("items", [])
+                                   fieldSelector=LIVE_PODS_SELECTOR)).get("items", [])
         usage = node_usage(nodes, pods, self.gpu_resource)
         return {"source": KUBERNETES, "nodes": [node.to_dict() for node in usage], "total": total(usage)}
