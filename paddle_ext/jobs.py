@@ -11,6 +11,10 @@ import enum
 
 
 class Phase(enum.StrEnum):
+    """QUEUED: waiting in line for capacity (nothing of it runs or holds resources yet);
+    PENDING: admitted, its workers are being placed and started."""
+
+    QUEUED = "Queued"
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
@@ -40,6 +44,27 @@ class Reason(enum.StrEnum):
     IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
     OOM_KILLED = "OOMKilled"
     QUOTA_EXCEEDED = "QuotaExceeded"
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueState:
+    """Where a Queued job stands in line, as the user reads it.
+
+    `queue` names the line in words ("team vision's queue", "this machine's queue");
+    `position` is 1-based (1: next to start) and `ahead` the jobs before it; `waiting_for`
+    says in plain words what it needs ("4 more GPUs"); `estimated_start` is an ISO time or
+    None when no estimate can be made, and `estimate_basis` says how it was computed (it is
+    an estimate, never a promise)."""
+
+    queue: str
+    position: int | None = None
+    ahead: int | None = None
+    waiting_for: str = ""
+    estimated_start: str | None = None
+    estimate_basis: str = ""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +129,7 @@ class Job:
     code: dict | None = None  # workspace.CodeSnapshot.record(): what the job ran
     outputs: dict | None = None  # OutputsRecord: where the job's outputs are kept, if anywhere
     progress: tuple[WorkerProgress, ...] = ()
+    queue: QueueState | None = None  # set while the job is Queued
 
     @property
     def done(self) -> bool:
@@ -116,6 +142,7 @@ class Job:
             "finished": self.finished, "worker_states": [w.to_dict() for w in self.worker_states],
             "backend": self.backend, "code": self.code, "outputs": self.outputs,
             "progress": [p.to_dict() for p in self.progress],
+            "queue": self.queue.to_dict() if self.queue else None,
         }
 
 

@@ -3,7 +3,7 @@
  * `Job.to_dict()`, `JobOptions.to_dict()` and `QuotaReport.to_dict()` write them.
  */
 
-export type Phase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
+export type Phase = 'Queued' | 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
 
 export const FINISHED_PHASES: ReadonlySet<string> = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
@@ -42,6 +42,20 @@ export interface IJob {
   code?: ICodeRecord | null;
   /** Where the job's outputs are, once the server records it. */
   outputs?: IOutputsRecord | null;
+  /** Where a Queued job stands in line (`jobs.QueueState`); null otherwise. */
+  queue?: IQueueState | null;
+}
+
+/** Where a Queued job stands in line (`jobs.QueueState.to_dict()`). */
+export interface IQueueState {
+  queue: string;
+  /** 1-based: 1 starts next. */
+  position: number | null;
+  ahead: number | null;
+  waiting_for: string;
+  /** ISO time; an estimate, computed as `estimate_basis` says. */
+  estimated_start: string | null;
+  estimate_basis: string;
 }
 
 /** What the server records of a job's code (`workspace.CodeSnapshot.record()`). */

@@ -24,7 +24,7 @@ from .plots import MetricsPlot
 ALL_WORKERS = -1  # the filter's "All workers" choice (a Dropdown shows nothing for None)
 
 PHASE_COLORS = {
-    Phase.PENDING: "#b26a00", Phase.RUNNING: "#1565c0", Phase.SUCCEEDED: "#2e7d32",
+    Phase.QUEUED: "#6a1b9a", Phase.PENDING: "#b26a00", Phase.RUNNING: "#1565c0", Phase.SUCCEEDED: "#2e7d32",
     Phase.FAILED: "#c62828", Phase.CANCELLED: "#616161",
 }
 
