@@ -25,10 +25,10 @@ def commands(done: str, output: Path) -> list[tuple[list[str], int, str]]:
         (["list", "--json"], 0, f'"name": "{done}"'),
         (["status", done], 0, "Phase:    Succeeded"),
         (["status", done, "--json"], 0, '"phase": "Succeeded"'),
-        (["logs", done], 0, ""),
-        (["logs", done, "--worker", "1"], 0, ""),
-        (["logs", done, "--tail", "1"], 0, ""),
-        (["logs", done, "-f"], 0, ""),
+        (["logs", done], 0, "[worker-1] "),
+        (["logs", done, "--worker", "1"], 0, ""),  # its lines: check_log_selection
+        (["logs", done, "--tail", "1"], 0, "[worker-0] "),
+        (["logs", done, "-f"], 0, "[worker-0] "),
         (["cancel", done], 0, f"{done} Succeeded"),
         (["quota"], 0, "RESOURCE"),
         (["quota", "--json"], 0, '"limits"'),
@@ -60,6 +60,21 @@ def commands(done: str, output: Path) -> list[tuple[list[str], int, str]]:
     ]
 
 
+def check_log_selection(run: Run, done: str) -> None:
+    """`logs` gives both workers' lines, `--worker 1` only worker 1's (without the prefix),
+    `--tail 1` one line per worker, and a follow of an ended job the whole log, every line once."""
+    whole = run("logs", done).stdout.splitlines()
+    for worker in (0, 1):
+        assert any(line.startswith(f"[worker-{worker}] ") for line in whole), "\n".join(whole[-20:])
+    one = run("logs", done, "--worker", "1").stdout.splitlines()
+    prefix = "[worker-1] "
+    assert one and one == [line[len(prefix):] for line in whole if line.startswith(prefix)], \
+        "`logs --worker 1` is not worker 1's lines of `logs`:\n" + "\n".join(one[-20:])
+    tail = run("logs", done, "--tail", "1").stdout.splitlines()
+    assert sorted(line.split("]")[0] for line in tail) == ["[worker-0", "[worker-1"], tail
+    assert sorted(run("logs", done, "-f").stdout.splitlines()) == sorted(whole), "a follow of an ended job differs"
+
+
 def check_every_command(run: Run, done: str, output: Path) -> int:
     """Run them all; returns how many were tried (each is asserted)."""
     tried = 0
@@ -77,6 +92,7 @@ def check_every_command(run: Run, done: str, output: Path) -> int:
         else:
             assert result.stderr == "", where
         tried += 1
+    check_log_selection(run, done)
     listing = run("list").stdout.splitlines()
     header = listing[0]
     for column in ("PHASE", "WORKERS", "CREATED", "REASON", "MESSAGE"):  # aligned: each starts at one offset

@@ -179,21 +179,35 @@ class LocalHub:
         headers = {"Authorization": f"token {token}", **kwargs.pop("headers", {})}
         return requests.request(method, f"{self.url}/hub/api{path}", headers=headers, **kwargs)
 
-    def spawn(self, name: str, token: str, timeout: float = 240) -> None:
-        """Start the user's server through the hub's REST API and wait until it is ready."""
-        response = self.hub_api("POST", f"/users/{name}/server", token)
-        if response.status_code not in (201, 202, 400):  # 400: already running
-            raise HubError(f"spawning {name}'s server failed: HTTP {response.status_code} {response.text[:300]}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            user = self.hub_api("GET", f"/users/{name}", token).json()
-            server = user.get("servers", {}).get("")
-            if server and server.get("ready"):
-                return
-            if not server and response.status_code != 400:
+    def server(self, name: str, token: str) -> dict | None:
+        """The user's default server as the hub's REST API reports it; None when it has none."""
+        return self.hub_api("GET", f"/users/{name}", token).json().get("servers", {}).get("")
+
+    def spawn(self, name: str, token: str, timeout: float = 240, **body) -> None:
+        """Start the user's server through the hub's REST API (`body`: e.g. profile=...) and
+        wait until it is ready."""
+        check_spawn_accepted(name, self.hub_api("POST", f"/users/{name}/server", token, json=body or None))
+        self.wait_ready(name, token, timeout)
+
+    def wait_ready(self, name: str, token: str, timeout: float = 240) -> None:
+        """The suite's one spawn wait: until the user's server is ready; fails at once, with
+        the hub's log, when the server stops while starting."""
+        def ready():
+            server = self.server(name, token)
+            if not server:
                 raise HubError(f"{name}'s server stopped while starting:\n{self.log_tail()}")
-            time.sleep(1)
-        raise HubError(f"{name}'s server was not ready within {timeout:.0f}s:\n{self.log_tail()}")
+            return server.get("ready")
+        wait_for(ready, timeout=timeout, interval=0.5, what=f"{name}'s server to be ready", message=self.log_tail)
+
+
+def check_spawn_accepted(name: str, response: requests.Response) -> None:
+    """A spawn request the hub took: 201/202, or a 400 that says the server is already
+    running or already starting (JupyterHub's words). Any other 400 is a refusal."""
+    text = response.text
+    taken = response.status_code in (201, 202) or (
+        response.status_code == 400 and ("is already running" in text or "is pending" in text))
+    if not taken:
+        raise HubError(f"spawning {name}'s server failed: HTTP {response.status_code} {text[:300]}")
 
 
 def end_phase(data: str) -> str:

@@ -18,6 +18,8 @@ hubutil.py (the local JupyterHub, login) and browser/labpage.py (pages) build on
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import os
 import re
@@ -38,17 +40,38 @@ T = TypeVar("T")
 
 
 def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "the condition",
-             interval: float = 0.2) -> T:
+             interval: float = 0.2, message: Callable[[], str] | None = None) -> T:
     """Poll `check()` until it returns something truthy and return that; after `timeout`
-    seconds raise AssertionError naming `what` and the last value seen."""
+    seconds raise AssertionError naming `what`, the last value seen and, if given,
+    `message()` (what the state was). The suite's one polling wait: every tier uses it."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last seen: {value!r}"[:3000])
+            raise AssertionError(_timed_out(timeout, what, value, message))
         time.sleep(interval)
+
+
+async def wait_for_async(check: Callable[[], object], timeout: float = 60.0, what: str = "the condition",
+                         interval: float = 0.2, message: Callable[[], str] | None = None):
+    """wait_for in a coroutine: `check()` may return an awaitable, which is awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(_timed_out(timeout, what, value, message))
+        await asyncio.sleep(interval)
+
+
+def _timed_out(timeout: float, what: str, value, message: Callable[[], str] | None) -> str:
+    text = f"timed out after {timeout:g}s waiting for {what}; last seen: {value!r}"[:3000]
+    return f"{text}\n{message()}" if message else text
 
 
 def processes_under(home: Path | str) -> list[psutil.Process]:

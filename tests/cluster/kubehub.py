@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import kubernetes
 import requests
 
 from cluster_helpers import GPU_TOLERATION, wait_for
-from hubutil import HubError, LocalHub, free_port
+from hubutil import LocalHub, check_spawn_accepted, free_port
 from serverutil import sse_events
 from paddle_ext.hub.settings import DEFAULT_PROFILES
 from tools.k8s.cluster import IMAGE_REFS
@@ -90,28 +89,14 @@ class KubeHub(LocalHub):
             assert self.hub_api("POST", f"/users/{name}", token).status_code == 201
         return self.hub_api("POST", f"/users/{name}/server", token, json={"profile": profile})
 
-    def server(self, name: str, token: str) -> dict | None:
-        return self.hub_api("GET", f"/users/{name}", token).json().get("servers", {}).get("")
-
-    def wait_ready(self, name: str, token: str, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            server = self.server(name, token)
-            if server and server.get("ready"):
-                return
-            if not server:
-                raise HubError(f"{name}'s server stopped while starting:\n{self.log_tail()}")
-            time.sleep(0.5)
-        raise HubError(f"{name}'s server not ready in {timeout}s:\n{self.log_tail()}")
-
     def wait_gone(self, name: str, token: str, timeout: float = 120) -> None:
         wait_for(lambda: not self.server(name, token), timeout=timeout, what=f"{name}'s server gone")
 
     def ensure_running(self, name: str, token: str) -> None:
         """`name` has a ready CPU notebook (started now if it has none)."""
         if not (self.server(name, token) or {}).get("ready"):
-            assert self.start_server(name, token, "paddle-cpu").status_code in (201, 202, 400)
-            self.wait_ready(name, token)
+            check_spawn_accepted(name, self.start_server(name, token, "paddle-cpu"))
+            self.wait_ready(name, token, timeout=300)
 
 
 POOL = [("home", ["ReadWriteMany"], 6), ("datasets", ["ReadOnlyMany"], 6)]
@@ -198,13 +183,13 @@ def write_file(hub, user, path, text):
 
 def wait_job(hub, user, name, timeout=600) -> dict:
     headers = {"Authorization": f"token {hub.admin_token}"}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = requests.get(f"{hub.url}/user/{user}/paddle/api/jobs/{name}", headers=headers, timeout=60).json()
-        if job["phase"] in ("Succeeded", "Failed", "Cancelled"):
-            return job
-        time.sleep(1)
-    raise AssertionError(f"{user}'s job {name} did not end in {timeout}s: {job}")
+    url = f"{hub.url}/user/{user}/paddle/api/jobs/{name}"
+
+    def ended():
+        job = requests.get(url, headers=headers, timeout=60).json()
+        return job if job["phase"] in ("Succeeded", "Failed", "Cancelled") else None
+    return wait_for(ended, timeout=timeout, interval=1, what=f"{user}'s job {name} to end",
+                    message=lambda: job_story(hub, user, name))
 
 
 def write_test_script(hub, user, name: str) -> None:

@@ -7,6 +7,7 @@ import sys
 import time
 
 import kubernetes
+from cluster_helpers import wait_for
 
 from tools.k8s.cluster import Cluster
 
@@ -78,15 +79,12 @@ def claim_binds_on_a_kwok_node(client):
         "metadata": {"name": "uses-data"},
         "spec": {"containers": [{"name": "c", "image": "busybox"}],
                  "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}})
-    deadline = time.monotonic() + 60
-    while core.read_namespaced_persistent_volume_claim("data", "default").status.phase != "Bound":
-        assert time.monotonic() < deadline, "the claim did not bind within 60 s"
-        time.sleep(0.5)
+    wait_for(lambda: core.read_namespaced_persistent_volume_claim("data", "default").status.phase == "Bound",
+             timeout=60, interval=0.5, what="the claim to bind")
     claim = core.read_namespaced_persistent_volume_claim("data", "default")
     assert claim.spec.storage_class_name == "local-path"
-    while not core.read_namespaced_pod("uses-data", "default").spec.node_name:  # bound after its volumes
-        assert time.monotonic() < deadline, "the pod was not bound to a node within 60 s"
-        time.sleep(0.2)
+    wait_for(lambda: core.read_namespaced_pod("uses-data", "default").spec.node_name,  # bound after its volumes
+             timeout=60, what="the pod to be bound to a node")
     pod = core.read_namespaced_pod("uses-data", "default")
     volume = core.read_persistent_volume(claim.spec.volume_name)
     term = volume.spec.node_affinity.required.node_selector_terms[0].match_expressions[0]

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import kubernetes
 import pytest
@@ -55,13 +54,10 @@ def container_log(core_v1, namespace, pod) -> list[str]:
 
 
 async def wait_phase(jobs, name, phases, timeout=240):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def reached():
         job = await jobs.get(name)
-        if job.phase in phases:
-            return job
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"job {name} never reached {phases} in {timeout}s; last: {job.phase} {job.message}")
+        return job if job.phase in phases else None
+    return await wait_for_async(reached, timeout=timeout, interval=0.5, what=f"job {name} to reach {phases}")
 
 
 def restricted_namespace(make_namespace):

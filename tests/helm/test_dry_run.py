@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+from serverutil import wait_for
 
 from helmlib import (CHART, MATRIX, documents, helm, kubectl, notes, readme_values, settings_text, template,
                      values_file)
@@ -27,12 +27,9 @@ def cluster(kwok_cluster):
     crds = sorted(CRD.glob("training-operator-*/kubeflow.org_paddlejobs.yaml"))
     assert crds, f"the PaddleJob CRD is not cached under {CRD}; run `make k8s-bin`"
     kubectl(kwok_cluster.kubeconfig, "apply", "--server-side", "-f", str(crds[-1]))
-    deadline = time.monotonic() + 60
-    while not any(c["type"] == "Established" and c["status"] == "True" for c in json.loads(kubectl(
-            kwok_cluster.kubeconfig, "get", "crd/paddlejobs.kubeflow.org", "-o", "json").stdout)["status"].get(
-            "conditions") or []):
-        assert time.monotonic() < deadline, "the PaddleJob CRD was not established in 60s"
-        time.sleep(0.5)
+    wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True" for c in json.loads(kubectl(
+        kwok_cluster.kubeconfig, "get", "crd/paddlejobs.kubeflow.org", "-o", "json").stdout)["status"].get(
+        "conditions") or []), timeout=60, interval=0.5, what="the PaddleJob CRD to be established")
     yield kwok_cluster
     kubectl(kwok_cluster.kubeconfig, "delete", "namespace", NAMESPACE, "--wait=false", check=False)
 

@@ -22,6 +22,8 @@ import pytest
 import requests
 import yaml
 
+from serverutil import wait_for
+
 from helmlib import CHART, REPO, bin_dir, helm, kubectl, readme_section, readme_values, secret_data
 
 NS = "paddlecloud"
@@ -39,17 +41,6 @@ def volume_dir(cluster, claim: dict) -> Path:
     """Where the local-path provisioner keeps a claim's volume on the node (this machine)."""
     volume = kubectl(cluster.kubeconfig, "get", "pv", claim["spec"]["volumeName"], "-o", "json").stdout
     return Path(json.loads(volume)["spec"]["hostPath"]["path"])
-
-
-def wait_for(what: str, check, timeout: float = 120, interval: float = 1.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 class Deployment:
@@ -200,7 +191,7 @@ def test_a_user_logs_in_spawns_a_notebook_and_runs_a_two_worker_job(deployment):
         assert server is not None, "the server stopped while starting:\n" + d.diagnostics()
         return server.get("ready")
 
-    wait_for("alice's notebook", ready, timeout=300, interval=2)
+    wait_for(what="alice's notebook", check=ready, timeout=300, interval=2)
     print(f"notebook ready in {time.monotonic() - t0:.1f}s")
     notebook = d.pod(USER_NS, "component=singleuser-server")
     assert notebook["spec"]["nodeName"] == d.cluster.real_node_name
@@ -225,7 +216,7 @@ def test_a_user_logs_in_spawns_a_notebook_and_runs_a_two_worker_job(deployment):
         "name": "train-helm", "command": ["python", "train.py", "--epochs", "2", "--steps", "5"],
         "workers": 2, "cpu": "250m", "memory": "1Gi"})
     assert submit.status_code == 201, submit.text
-    job = wait_for("the job to end", lambda: (j := d.job("train-helm"))["phase"] in ("Succeeded", "Failed") and j,
+    job = wait_for(what="the job to end", check=lambda: (j := d.job("train-helm"))["phase"] in ("Succeeded", "Failed") and j,
                    timeout=300, interval=2)
     logs = d.api("GET", f"/user/{USER}/paddle/api/jobs/train-helm/logs").text
     assert job["phase"] == "Succeeded", f"{job}\n{logs[-3000:]}"
@@ -357,7 +348,7 @@ def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(
         "name": "keeps-running", "command": ["python", "sleeper.py"], "workers": 1, "cpu": "250m",
         "memory": "512Mi"})
     assert submit.status_code == 201, submit.text
-    wait_for("the long job to run", lambda: d.job("keeps-running")["phase"] == "Running", timeout=180, interval=2)
+    wait_for(what="the long job to run", check=lambda: d.job("keeps-running")["phase"] == "Running", timeout=180, interval=2)
     before = {
         "hub": d.pod(NS, "app.kubernetes.io/component=hub")["metadata"]["uid"],
         "proxy": d.pod(NS, "app.kubernetes.io/component=proxy")["metadata"]["uid"],
@@ -384,10 +375,10 @@ def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(
                               headers={"X-XSRFToken": d.sessions[USER].cookies.get("_xsrf", path="/hub/") or ""})
     assert me.status_code == 200 and me.json()["name"] == USER, me.text
     # The notebook answers through the proxy again (the new hub re-checked the routes) and the job runs.
-    job = wait_for("the notebook through the proxy", lambda: (r := d.api(
+    job = wait_for(what="the notebook through the proxy", check=lambda: (r := d.api(
         "GET", f"/user/{USER}/paddle/api/jobs/keeps-running")).status_code == 200 and r.json(), timeout=120)
     assert job["phase"] == "Running"
-    wait_for("the job's newest lines to be ticks", lambda: "tick" in d.api(
+    wait_for(what="the job's newest lines to be ticks", check=lambda: "tick" in d.api(
         "GET", f"/user/{USER}/paddle/api/jobs/keeps-running/logs", params={"tail": 3}).text, timeout=120, interval=2)
     # An admin cancels it through the quota service (its rights on users' jobs, pods and Services).
     cancel = d.api("DELETE", f"/services/quota/api/jobs/{USER}/keeps-running", user=ADMIN)
@@ -408,7 +399,7 @@ def test_uninstall_keeps_user_namespaces_and_homes_as_the_readme_says(deployment
         gone = d.k("get", kind, name, *where, check=False)
         assert gone.returncode != 0 and "NotFound" in gone.stderr, f"{kind}/{name} is still there"
     # The database's volume went with its claim (reclaim policy Delete: the provisioner removes it).
-    wait_for("the hub's database volume to be removed", lambda: not d.db_dir.exists(), timeout=120, interval=2)
+    wait_for(what="the hub's database volume to be removed", check=lambda: not d.db_dir.exists(), timeout=120, interval=2)
     # Kept: the user's namespace with the home volume, the quota settings, the release's namespace.
     assert d.get("namespace", USER_NS)["status"]["phase"] == "Active"
     home = d.get("pvc", "-n", USER_NS, f"home-{USER}")
@@ -427,4 +418,4 @@ def test_uninstall_keeps_user_namespaces_and_homes_as_the_readme_says(deployment
     assert d.k("get", "namespace", USER_NS, check=False).returncode != 0
     assert d.k("get", "namespace", NS, check=False).returncode != 0
     # local-path's reclaim policy is Delete: the home's directory goes with its claim.
-    wait_for("the home volume to be removed", lambda: not home_dir.exists(), timeout=120, interval=2)
+    wait_for(what="the home volume to be removed", check=lambda: not home_dir.exists(), timeout=120, interval=2)

@@ -6,12 +6,10 @@ job whose workers cannot start ends Failed with the reason instead of Pending fo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import sys
-import time
 
 import pytest
 import requests
@@ -19,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specgen
+from serverutil import wait_for_async
 from paddle_ext.backends.local import LocalBackend
 from paddle_ext.client import JobClient
 from paddle_ext.errors import BackendUnavailable, SpecError
@@ -188,12 +187,10 @@ async def test_a_worker_whose_exec_fails_ends_failed_with_the_os_reason(tmp_path
         await original(spec, job_dir)
 
     backend._start_workers = remove_folder_first
-    job = await backend.submit(JobSpec(name="gone", command=["python", "-c", "1"]), workdir=str(workdir))
-    deadline = time.monotonic() + 60
-    while not job.done and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
+    await backend.submit(JobSpec(name="gone", command=["python", "-c", "1"]), workdir=str(workdir))
+    async def ended():
         job = await backend.get("gone")
-    assert job.done, f"the job whose worker could not start did not end within 60 s: {job.phase}"
-    final = job
+        return job if job.done else None
+    final = await wait_for_async(ended, timeout=60, what="the job whose worker could not start to end")
     assert (final.phase, final.reason) == ("Failed", "WorkerFailed")
     assert final.message.startswith("Worker 0 could not start: ") and "No such file or directory" in final.message
