@@ -10,7 +10,14 @@ export PADDLECLOUD_HOME ?= $(HOME)/.paddlecloud
 # Python dependencies are reinstalled only when pyproject.toml changes.
 VENV_STAMP := $(VENV)/.stamp-$(shell sha1sum pyproject.toml | cut -c1-12)
 CHP := node_modules/.bin/configurable-http-proxy
-PYTEST := $(VPY) -m pytest -p no:cacheprovider
+# Every tier runs in a random order (pytest-randomly, jest --randomize): tests must pass in
+# any order. One seed serves a whole `make test` and each tier prints it; replay a failure
+# with `make test TEST_SEED=N` (or the tier's target).
+ifndef TEST_SEED
+TEST_SEED := $(shell od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+endif
+export TEST_SEED
+PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TEST_SEED)
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
@@ -64,6 +71,7 @@ lint: $(VENV_STAMP)
 TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
+@echo "$(1) tier: random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
 PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25
 endef
 
@@ -87,7 +95,7 @@ test-unit: setup
 
 # The extension's TypeScript: type-check the tests, then jest (offline: npm ran in setup).
 test-lab: setup
-	cd labextension && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest
+	cd labextension && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest --randomize --seed=$(TEST_SEED)
 
 test-local: setup
 	$(call tier,local)
