@@ -203,15 +203,20 @@ def test_a_profile_beyond_the_quota_is_refused_at_once(hub):
 
 def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub, core_v1):
     token = hub.admin_token
-    response = requests.put(f"{hub.url}/services/quota/api/quotas/users/carol", json={"gpus": 4},
-                            headers={"Authorization": f"token {token}"}, timeout=30)
+    carol_quota = f"{hub.url}/services/quota/api/quotas/users/carol"
+    admin = {"Authorization": f"token {token}"}
+    response = requests.put(carol_quota, json={"gpus": 4}, headers=admin, timeout=30)
     assert response.status_code == 200, response.text
-    quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("carol"))
-    assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
-    assert hub.start_server("carol", token, "paddle-gpu-x4").status_code in (201, 202)
-    pod = wait_for(lambda: notebook_pod(core_v1, "carol"), timeout=60, what="carol's GPU x4 notebook pod")
-    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
-    hub.wait_gone("carol", token)
+    try:
+        quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("carol"))
+        assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
+        assert hub.start_server("carol", token, "paddle-gpu-x4").status_code in (201, 202)
+        pod = wait_for(lambda: notebook_pod(core_v1, "carol"), timeout=60, what="carol's GPU x4 notebook pod")
+        assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
+        hub.wait_gone("carol", token)
+    finally:  # carol's quota back to the site's, for the tests that rely on it (any order)
+        reset = requests.put(carol_quota, json={"gpus": None}, headers=admin, timeout=30)
+        assert reset.status_code == 200, reset.text
 
 
 def test_stop_and_start_keeps_the_home_volume_and_its_files(hub, core_v1):
