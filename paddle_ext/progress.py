@@ -33,9 +33,11 @@ def finished_detail(state: WorkerState) -> str:
 LOCAL_STEPS = (Step.QUEUED, Step.STARTING, Step.RUNNING, Step.FINISHED)
 
 
-def queue_detail(queue: QueueState) -> str:
-    """'position 2 in this machine's queue · needs 4 more GPUs · starts ~14:05 UTC (estimate)'."""
-    parts = [f"position {queue.position} in {queue.queue}" if queue.position else f"in {queue.queue}"]
+def queue_detail(queue: QueueState, brief: bool = False) -> str:
+    """'position 2 in this machine's queue · needs 4 more GPUs · starts ~14:05 UTC (estimate)';
+    `brief` (a table's column) leaves out the queue's name and why there is no estimate."""
+    where = "" if brief else f" in {queue.queue}"
+    parts = [f"position {queue.position}{where}" if queue.position else f"in {queue.queue}"]
     if queue.ahead and queue.position and queue.ahead != queue.position - 1:
         parts.append(f"{queue.ahead} job{'s' if queue.ahead != 1 else ''} ahead")
     if queue.waiting_for:
@@ -46,7 +48,7 @@ def queue_detail(queue: QueueState) -> str:
         start = None
     if start is not None:
         parts.append(f"starts ~{start:%H:%M} UTC (estimate)")
-    elif queue.estimate_basis:
+    elif queue.estimate_basis and not brief:
         parts.append(queue.estimate_basis)
     return " · ".join(parts)
 

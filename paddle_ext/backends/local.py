@@ -117,7 +117,7 @@ def with_queue_state(job: Job, state: QueueState) -> Job:
     """A queued job with where it stands in line, in its message and progress too (pure)."""
     detail = queue_detail(state)
     return dataclasses.replace(
-        job, queue=state, message=f"Waiting in {state.queue}: {detail}.",
+        job, queue=state, message=f"Waiting in line: {detail}.",
         progress=tuple(dataclasses.replace(p, detail=queue_line(state)) for p in job.progress))
 
 

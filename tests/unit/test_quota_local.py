@@ -85,6 +85,28 @@ async def test_a_job_that_can_never_fit_is_refused_one_that_fits_later_waits_que
         Phase.QUEUED, 1, Phase.CANCELLED)
 
 
+async def test_queued_jobs_in_paddlecloud_list_and_status(setup, capsys):
+    home, store, backend = setup
+    store.update_sync("users", "alice", {"running_jobs": 1})
+    add_job(home, "busy")
+    await submit(backend, name="waiting", max_runtime_seconds=60)
+    assert cli.main(["list", "--backend", "local"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["waiting"].split()[1:3] == ["Queued", "1"]
+    assert rows["waiting"].endswith("Queued    position 1 · needs a free running-job slot (1 of 1 running)")
+    assert cli.main(["status", "waiting", "--backend", "local"]) == 0
+    out = capsys.readouterr().out
+    assert "Phase:    Queued\n" in out
+    assert ("Queue:    position 1 in this machine's queue · needs a free running-job slot (1 of 1 running) · "
+            "no estimate: job busy has no time limit (max runtime)\n") in out
+    assert "  worker-0  [1/4 Queued] Queued · position 1 in this machine's queue" in out
+    assert cli.main(["status", "waiting", "--backend", "local", "--json"]) == 0
+    queue = json.loads(capsys.readouterr().out)["queue"]
+    assert queue == {"queue": "this machine's queue", "position": 1, "ahead": 0,
+                     "waiting_for": "a free running-job slot (1 of 1 running)", "estimated_start": None,
+                     "estimate_basis": "no estimate: job busy has no time limit (max runtime)"}
+
+
 async def test_group_limits_from_the_environment_and_a_finished_job_frees_its_share(setup):
     home, store, backend = setup
     store.update_sync("default", None, {"cpu": "2"})
