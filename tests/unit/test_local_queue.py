@@ -5,6 +5,7 @@ stands and when it is estimated to start; and how a queued job reads in one line
 from __future__ import annotations
 
 import datetime
+import html
 from decimal import Decimal
 
 import pytest
@@ -102,3 +103,19 @@ def test_queue_line_reads_as_one_line():
     assert queue_detail(no_estimate) == ("position 3 in team vision's queue · 5 jobs ahead · needs 4 more GPUs · "
                                          "no estimate: job a has no time limit")
     assert queue_detail(QueueState("the queue")) == "in the queue"
+
+
+def test_a_queued_job_in_the_monitor_the_launcher_and_the_cell_handle():
+    from paddle_ext.jobs import Job, Phase
+    from paddle_ext.magic import handle_state
+    from paddle_ext.widgets.launcher import launch_message
+    from paddle_ext.widgets.monitor import job_detail
+
+    state = QueueState(QUEUE_NAME, 2, 1, "4 more GPUs (6 of 8 in use)", "2026-12-02T14:05:00Z", ESTIMATE_BASIS)
+    queued = Job(name="resnet-<b>", phase=Phase.QUEUED, workers=2, spec={}, message="Waiting in line.", queue=state)
+    running = Job(name="resnet", phase=Phase.RUNNING, workers=2, spec={}, message="")
+    line = "position 2 in this machine's queue · needs 4 more GPUs (6 of 8 in use) · starts ~14:05 UTC (estimate)"
+    assert job_detail(queued) == line and job_detail(running) == ""
+    assert launch_message(queued) == f"Queued <b>resnet-&lt;b&gt;</b> &mdash; {html.escape(line)}"
+    assert launch_message(running) == "Started <b>resnet</b>"
+    assert handle_state(queued) == "Queued · " + line and handle_state(running) == "Running"
