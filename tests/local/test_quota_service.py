@@ -235,7 +235,8 @@ def test_a_users_server_enforces_and_reports_what_the_admin_set(hub, tokens):
     refused = requests.post(api + "/jobs", headers=headers, timeout=60,
                             json={"command": ["python", "train.py"], "workers": 2, "cpu": "2"})
     assert refused.status_code == 403, refused.text
-    assert refused.json() == {"error": "quota_exceeded", "message": "Needs 4 CPU; your quota is 3 and 0 is in use."}
+    assert refused.json() == {"error": "quota_exceeded",
+                              "message": "Needs 4 CPU; your quota is 3, so the job could never start. Ask for less."}
     assert requests.get(api + "/jobs", headers=headers, timeout=60).json()["jobs"] == []
 
 
