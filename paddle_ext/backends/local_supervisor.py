@@ -188,8 +188,10 @@ def start_queued(job_dir: str) -> None:
     jobs_dir = os.path.dirname(os.path.abspath(job_dir))
     if not files.queued_names(jobs_dir):
         return
-    subprocess.run([sys.executable, "-m", "paddle_ext.backends.local_promote", jobs_dir],
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    # Detached, and not waited for: this worker reads as ended as soon as we are gone.
+    subprocess.Popen([sys.executable, "-m", "paddle_ext.backends.local_promote", jobs_dir],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
 
 
 if __name__ == "__main__":

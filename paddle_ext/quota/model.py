@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..constants import GPU_RESOURCE, QUOTA_SOURCES_ANNOTATION, RUNNING_JOBS_ANNOTATION
 from ..errors import InvalidFields, PaddleCloudError, QuotaExceeded
-from ..jobs import Job
+from ..jobs import Job, Phase
 from ..quantity import LARGEST_COUNT, check_quantity, format_quantity, parse_quantity
 from ..spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec, is_whole_number
 from ..timestamps import parse_time
@@ -561,6 +561,8 @@ def gpu_hours(records: Iterable[JobRecord], now: datetime.datetime, days: int) -
 
 
 def job_record(job: Job) -> JobRecord | None:
+    if job.phase == Phase.QUEUED:  # waiting in line holds no GPUs
+        return None
     try:
         start = parse_time(job.created)
     except (ValueError, TypeError, AttributeError):

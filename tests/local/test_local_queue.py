@@ -62,7 +62,7 @@ def test_a_third_job_over_a_two_job_limit_waits_queued_and_starts_by_itself(queu
 
     (gates / "first").touch()  # first ends; its worker's supervisor starts third
     wait_for(lambda: "gated up" in log_of(home, "third"), 120, "the queued job to start by itself")
-    assert client.get("first").phase == Phase.SUCCEEDED
+    wait_for(lambda: client.get("first").phase == Phase.SUCCEEDED, 60, "first to read Succeeded")
     assert client.get("third").phase == Phase.RUNNING
 
     for name in ("second", "third"):

@@ -4,6 +4,7 @@ stands and when it is estimated to start; and how a queued job reads in one line
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import html
 from decimal import Decimal
@@ -119,3 +120,13 @@ def test_a_queued_job_in_the_monitor_the_launcher_and_the_cell_handle():
     assert launch_message(queued) == f"Queued <b>resnet-&lt;b&gt;</b> &mdash; {html.escape(line)}"
     assert launch_message(running) == "Started <b>resnet</b>"
     assert handle_state(queued) == "Queued · " + line and handle_state(running) == "Running"
+
+
+def test_a_queued_job_counts_no_gpu_hours():
+    from paddle_ext.jobs import Job, Phase
+    from paddle_ext.quota.model import job_record
+
+    spec = {"workers": 2, "gpus_per_worker": 4}
+    queued = Job(name="q", phase=Phase.QUEUED, workers=2, spec=spec, created="2026-12-01T00:00:00Z")
+    assert job_record(queued) is None
+    assert job_record(dataclasses.replace(queued, phase=Phase.RUNNING)).gpus == 8
