@@ -317,7 +317,11 @@ class LocalBackend(JobBackend):
         """Start a job that has left the queue. No caller waits for it, so what goes wrong
         fails the job, saying why."""
         job_dir = self._job_dir(name)
-        spec = JobSpec.from_dict(spec_data)
+        try:
+            spec = JobSpec.from_dict(spec_data)
+        except PaddleCloudError as exc:  # a job folder edited by hand
+            files.mark_failed(job_dir, 0, None, f"The job's recorded spec is not valid: {exc.message}")
+            return
         try:
             meta = files.read_json(files.job_file(job_dir)) or {}
             if spec.max_runtime_seconds:  # its time limit counts from now, not from its submit
