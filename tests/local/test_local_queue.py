@@ -1,11 +1,13 @@
 """The embedded default's queue with real PaddlePaddle runs: with a 2-job limit a third job
 waits Queued (position 1) and starts by itself when one of the running jobs ends (its
 worker's supervisor starts it: nobody asks for a status meanwhile), and a queued job that
-is cancelled never starts. The running jobs are held open by gate files the test creates
+is cancelled never starts; the estimate comes from the running jobs' time limits. The running jobs are held open by gate files the test creates
 (tests/local/scripts/gated.py), so the order of events is the test's, not a timer's."""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import sys
 
@@ -13,7 +15,9 @@ import pytest
 
 from paddle_ext import JobClient, JobSpec
 from paddle_ext.backends.local import LocalBackend
+from paddle_ext.backends.local_queue import ESTIMATE_BASIS
 from paddle_ext.jobs import Phase
+from paddle_ext.timestamps import to_iso
 
 from serverutil import wait_for
 
@@ -44,19 +48,26 @@ def log_of(home, name):
     return path.read_text() if path.exists() else ""
 
 
-def test_a_third_job_over_a_two_job_limit_waits_queued_and_starts_by_itself(queue_setup):
+def test_a_third_job_over_a_two_job_limit_waits_queued_and_starts_by_itself(queue_setup, workdir):
     home, gates, client = queue_setup
-    for name in ("first", "second"):
-        assert client.submit(gated(gates, name)).phase in (Phase.PENDING, Phase.RUNNING)
+    first = client.submit(dataclasses.replace(gated(gates, "first"), max_runtime_seconds=3600))
+    assert first.phase in (Phase.PENDING, Phase.RUNNING)
+    assert client.submit(gated(gates, "second")).phase in (Phase.PENDING, Phase.RUNNING)
     for name in ("first", "second"):
         wait_for(lambda name=name: "gated up" in log_of(home, name), 120, f"job {name} to run")
 
     third = client.submit(gated(gates, "third"))
     assert (third.phase, third.queue.position, third.queue.ahead) == (Phase.QUEUED, 1, 0)
     assert third.queue.waiting_for == "a free running-job slot (2 of 2 running)"
-    assert third.queue.estimated_start is None  # the running jobs have no time limit
+    # The estimate: third takes first's slot at first's time limit at the latest; fourth would
+    # need second's, which has no limit, so it has none.
+    deadline = json.loads((home / "jobs" / "first" / "job.json").read_text())["deadline"]
+    assert third.queue.estimated_start == to_iso(datetime.datetime.fromtimestamp(deadline, datetime.timezone.utc))
+    assert third.queue.estimate_basis == ESTIMATE_BASIS
     fourth = client.submit(gated(gates, "fourth"))
     assert (fourth.phase, fourth.queue.position) == (Phase.QUEUED, 2)
+    assert (fourth.queue.estimated_start, fourth.queue.estimate_basis) == (
+        None, "no estimate: job second has no time limit (max runtime)")
     assert client.cancel("fourth").phase == Phase.CANCELLED
     assert client.get("third").queue.position == 1
 
@@ -77,4 +88,6 @@ def test_a_third_job_over_a_two_job_limit_waits_queued_and_starts_by_itself(queu
     cancelled = client.get("fourth")
     assert (cancelled.phase, cancelled.worker_states[0].reason) == (Phase.CANCELLED, "never started")
     assert not (home / "jobs" / "fourth" / "worker-0.json").exists() and log_of(home, "fourth") == ""
+    assert not (workdir / "paddlecloud-outputs" / "fourth").exists()  # nothing of it in the user's folder
+    assert (workdir / "paddlecloud-outputs" / "third").is_dir()
     assert not list((home / "jobs" / ".queue").iterdir())
