@@ -576,8 +576,7 @@ class LocalBackend(JobBackend):
     async def quota(self) -> QuotaReport:
         """The user's effective limits (unset = unlimited), where each comes from, what their
         running jobs use, and GPU-hours of the last 7 and 30 days."""
-        jobs = [job for job in await self.list() if job.phase != Phase.QUEUED]  # waiting holds nothing
-        return report(self.user, await self._effective_quota(), jobs, now())
+        return report(self.user, await self._effective_quota(), await self.list(), now())
 
 
 class LogReader:

@@ -122,11 +122,14 @@ def test_a_queued_job_in_the_monitor_the_launcher_and_the_cell_handle():
     assert handle_state(queued) == "Queued · " + line and handle_state(running) == "Running"
 
 
-def test_a_queued_job_counts_no_gpu_hours():
+def test_a_queued_job_counts_no_gpu_hours_and_holds_no_quota():
     from paddle_ext.jobs import Job, Phase
-    from paddle_ext.quota.model import job_record
+    from paddle_ext.quota.model import Effective, job_record, report
 
     spec = {"workers": 2, "gpus_per_worker": 4}
     queued = Job(name="q", phase=Phase.QUEUED, workers=2, spec=spec, created="2026-12-01T00:00:00Z")
     assert job_record(queued) is None
     assert job_record(dataclasses.replace(queued, phase=Phase.RUNNING)).gpus == 8
+    quota = report("alice", Effective(Limits(), {}), [queued, dataclasses.replace(queued, name="r", phase=Phase.RUNNING)],
+                   datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc))
+    assert (quota.running, quota.used["gpus"], quota.used["running_jobs"]) == (("r",), 8, 1)
