@@ -99,6 +99,7 @@ class _Seen:
 
     job: Job
     holder: local_queue.Holder | None = None
+    stalled: bool = False  # left the queue, but its starter stopped before any worker came up
 
 
 def queued_job(name: str, spec: dict, meta: dict, backend: str) -> Job:
@@ -294,6 +295,12 @@ class LocalBackend(JobBackend):
                 return []
             room, _groups = await self._room()
             seen = self._seen_all(entries)
+            for item in seen:
+                if item.stalled:  # it would hold its slot, and block the line, for ever
+                    files.mark_failed(self._job_dir(item.job.name), 0, None, (
+                        "The job left the queue, but what was starting it stopped before its workers came up. "
+                        "Submit it again."))
+            seen = [dataclasses.replace(item, holder=None) if item.stalled else item for item in seen]
             specs = {item.job.name: item.job.spec for item in seen if item.job.phase == Phase.QUEUED}
             for name in entries:
                 if name not in specs:  # its folder is gone, or it was cancelled: out of the line
@@ -324,8 +331,10 @@ class LocalBackend(JobBackend):
             return
         try:
             meta = files.read_json(files.job_file(job_dir)) or {}
-            if spec.max_runtime_seconds:  # its time limit counts from now, not from its submit
-                files.write_json(files.job_file(job_dir), {**meta, "deadline": time.time() + spec.max_runtime_seconds})
+            started = time.time()  # its time limit counts from now, not from its submit
+            files.write_json(files.job_file(job_dir), {
+                **meta, "admitted": started,
+                "deadline": started + spec.max_runtime_seconds if spec.max_runtime_seconds else None})
             outputs = (meta.get("env") or {}).get(OUTPUT_DIR_ENV)
             if outputs:
                 os.makedirs(outputs, exist_ok=True)
@@ -474,7 +483,11 @@ class LocalBackend(JobBackend):
         holding = [worker_state(i, exits[i], alive[i] and exits[i] is None, i in pids, marks)
                    for i in range(spec["workers"])]
         holds = not job_phase(holding, marks, spec.get("max_runtime_seconds"))[0].finished
-        return _Seen(job, local_queue.Holder(JobUsage.of(name, spec), meta.get("deadline")) if holds else None)
+        admitted = meta.get("admitted")
+        stalled = bool(admitted and not pids and not any(marks.values())
+                       and time.time() - admitted > 2 * self.start_timeout_seconds)
+        return _Seen(job, local_queue.Holder(JobUsage.of(name, spec), meta.get("deadline")) if holds else None,
+                     stalled)
 
     def _job_names(self) -> list[str]:
         if not os.path.isdir(self.jobs_dir):

@@ -1,7 +1,8 @@
 """The on-disk layout of a local job, and the small atomic file operations on it.
 
     $PADDLECLOUD_HOME/jobs/<name>/
-        job.json          spec, created time, working folder, environment, deadline
+        job.json          spec, created time, working folder, environment, deadline (and
+                          `admitted`, the time a queued job left the queue)
         worker-<i>.json   the supervisor's pid (= process group id)
         worker-<i>.log    everything worker i printed
         worker-<i>.exit   {"exit_code": N, "finished": ISO time}

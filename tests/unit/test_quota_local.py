@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import time
 
 import pytest
 
@@ -105,6 +106,24 @@ async def test_queued_jobs_in_paddlecloud_list_and_status(setup, capsys):
     assert queue == {"queue": "this machine's queue", "position": 1, "ahead": 0,
                      "waiting_for": "a free running-job slot (1 of 1 running)", "estimated_start": None,
                      "estimate_basis": "no estimate: job busy has no time limit (max runtime)"}
+
+
+async def test_a_job_whose_starter_died_after_it_left_the_queue_fails_and_frees_its_slot(setup):
+    home, store, backend = setup
+    store.update_sync("users", "alice", {"running_jobs": 1})
+    add_job(home, "stalled")
+    meta_path = home / "jobs" / "stalled" / "job.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "admitted": time.time() - 60}))  # long before 2 x start_timeout
+    # "waiting" queues behind the stalled job; the same submit's status call sees the stall,
+    # fails that job and starts "waiting", whose supervisor never comes up (python is /bin/true).
+    starter = LocalBackend(python="/bin/true", start_timeout_seconds=0.2)
+    await submit(starter, name="waiting")
+    listed = {job.name: job for job in await starter.list()}
+    assert listed["stalled"].phase == Phase.FAILED
+    assert listed["stalled"].message.startswith("The job left the queue, but what was starting it stopped")
+    assert listed["waiting"].phase == Phase.FAILED and "did not start" in listed["waiting"].message
+    assert not list((home / "jobs" / ".queue").iterdir())
 
 
 async def test_group_limits_from_the_environment_and_a_finished_job_frees_its_share(setup):
