@@ -146,7 +146,7 @@ def _print_json(data) -> None:
 
 
 def _describe(job: Job) -> str:
-    from .progress import describe, steps_line
+    from .progress import describe, queue_detail, steps_line
 
     lines = [
         f"Name:     {job.name}",
@@ -159,6 +159,10 @@ def _describe(job: Job) -> str:
         lines.append(f"Reason:   {job.reason}")
     if job.message:
         lines.append(f"Message:  {_one_line(job.message)}")
+    if job.queue:
+        lines.append(f"Queue:    {queue_detail(job.queue)}")
+        if job.queue.estimated_start and job.queue.estimate_basis:
+            lines.append(f"Estimate: {job.queue.estimated_start}, from {job.queue.estimate_basis}")
     for worker in job.worker_states:
         code = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
         extra = f" - {worker.reason}" if worker.reason else ""
@@ -181,10 +185,13 @@ def _one_line(text: str, width: int | None = None) -> str:
 
 
 def _table(jobs: list[Job]) -> str:
-    """One job per line, in aligned columns; a reason and its message never run together."""
+    """One job per line, in aligned columns; a reason and its message never run together.
+    A queued job's message is where it stands in line."""
+    from .progress import queue_detail
+
     rows = [("NAME", "PHASE", "WORKERS", "CREATED", "REASON", "MESSAGE")]
     rows += [(j.name, str(j.phase), str(j.workers), j.created or "-", str(j.reason) or "-",
-              _one_line(j.message, MESSAGE_WIDTH) or "-") for j in jobs]
+              _one_line(queue_detail(j.queue, brief=True) if j.queue else j.message, MESSAGE_WIDTH) or "-") for j in jobs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 

@@ -89,10 +89,17 @@ class TrainingJob:
 
     def __repr__(self) -> str:
         try:
-            phase = str(self.status().phase)
+            job = self.status()
         except PaddleCloudError as exc:
-            phase = exc.message
-        return f"<TrainingJob {self.name}: {phase}>"
+            return f"<TrainingJob {self.name}: {exc.message}>"
+        return f"<TrainingJob {self.name}: {handle_state(job)}>"
+
+
+def handle_state(job: Job) -> str:
+    """A job's phase, and while it is queued where it stands: 'Queued · position 2 in ...'."""
+    from .progress import queue_line
+
+    return queue_line(job.queue) if job.queue else str(job.phase)
 
 
 def write_cell(folder: str, name: str, code: str) -> str:

@@ -9,16 +9,20 @@ waits for, in words. Jobs carry them as `Job.progress` (JSON: `progress`, one en
 per worker).
 
 On Kubernetes `paddle_ext.backends.kubernetes_progress` derives them from the Job, its
-pods and events; the local backend has only Starting, Running and Finished
-(`local_progress`).
+pods and events; the local backend has only Queued (waiting in this machine's queue),
+Starting, Running and Finished (`local_progress`).
+
+A queued job's detail is where it stands in line (`queue_line`): 'Queued · position 2 in
+this machine's queue · needs 4 more GPUs (6 of 8 in use) · starts ~14:05 UTC (estimate)'.
 """
 
 from __future__ import annotations
 
-from .jobs import STEPS, Phase, Step, WorkerProgress, WorkerState
+from .jobs import STEPS, Phase, QueueState, Step, WorkerProgress, WorkerState
+from .timestamps import parse_time
 
 __all__ = ["LOCAL_STEPS", "STEPS", "Step", "WorkerProgress", "describe", "finished_detail", "local_progress",
-           "steps_line"]
+           "queue_detail", "queue_line", "steps_line"]
 
 
 def finished_detail(state: WorkerState) -> str:
@@ -26,7 +30,32 @@ def finished_detail(state: WorkerState) -> str:
     return str(state.phase) + (f": {state.reason}" if state.reason else "")
 
 
-LOCAL_STEPS = (Step.STARTING, Step.RUNNING, Step.FINISHED)
+LOCAL_STEPS = (Step.QUEUED, Step.STARTING, Step.RUNNING, Step.FINISHED)
+
+
+def queue_detail(queue: QueueState, brief: bool = False) -> str:
+    """'position 2 in this machine's queue · needs 4 more GPUs · starts ~14:05 UTC (estimate)';
+    `brief` (a table's column) leaves out the queue's name and why there is no estimate."""
+    where = "" if brief else f" in {queue.queue}"
+    parts = [f"position {queue.position}{where}" if queue.position else f"in {queue.queue}"]
+    if queue.ahead and queue.position and queue.ahead != queue.position - 1:
+        parts.append(f"{queue.ahead} job{'s' if queue.ahead != 1 else ''} ahead")
+    if queue.waiting_for:
+        parts.append(f"needs {queue.waiting_for}")
+    try:
+        start = parse_time(queue.estimated_start)
+    except ValueError:
+        start = None
+    if start is not None:
+        parts.append(f"starts ~{start:%H:%M} UTC (estimate)")
+    elif queue.estimate_basis and not brief:
+        parts.append(queue.estimate_basis)
+    return " · ".join(parts)
+
+
+def queue_line(queue: QueueState) -> str:
+    """'Queued · position 2 in this machine's queue · needs ...': a queued job in one line."""
+    return "Queued · " + queue_detail(queue)
 
 
 def local_progress(state: WorkerState) -> WorkerProgress:

@@ -1,7 +1,7 @@
 /** How jobs, times and quotas read in the panel (pure). */
 
 import { amountValue, formatMemory, parseQuantity } from './quantity';
-import { ICodeRecord, IJob, IQuotaReport, QUOTA_FIELDS, QuotaField, isFinished } from './types';
+import { ICodeRecord, IJob, IQueueState, IQuotaReport, QUOTA_FIELDS, QuotaField, isFinished } from './types';
 
 /** "45s", "3m 12s", "2h 05m", "3d 4h". */
 export function formatDuration(seconds: number): string {
@@ -36,13 +36,58 @@ export function jobDuration(job: IJob, now: number): string {
   return length === null ? '' : formatDuration(length);
 }
 
-/** "running 5m 02s", "waiting 12s" (Pending), "ran 3m 10s · 2h 05m ago". */
+/** Not running yet and not finished: waiting in line (Queued) or admitted and starting (Pending). */
+export function isWaiting(job: Pick<IJob, 'phase'>): boolean {
+  return job.phase === 'Queued' || job.phase === 'Pending';
+}
+
+/** "running 5m 02s", "waiting 12s" (Queued or Pending), "ran 3m 10s · 2h 05m ago". */
 export function jobTiming(job: IJob, now: number): string {
   if (isFinished(job)) {
     const age = jobAge(job, now);
     return `ran ${jobDuration(job, now)}${age ? ` · ${age}` : ''}`;
   }
-  return `${job.phase === 'Pending' ? 'waiting' : 'running'} ${jobDuration(job, now)}`;
+  return `${isWaiting(job) ? 'waiting' : 'running'} ${jobDuration(job, now)}`;
+}
+
+/** "14:05" in the browser's time zone. */
+function clockTime(moment: Date): string {
+  return `${String(moment.getHours()).padStart(2, '0')}:${String(moment.getMinutes()).padStart(2, '0')}`;
+}
+
+/**
+ * Where a queued job stands, in one line: "Queued · position 2 · needs 4 more GPUs ·
+ * starts ~14:05 (estimate)"; without an estimate, why there is none.
+ */
+export function queueLine(queue: IQueueState): string {
+  const parts = ['Queued'];
+  if (queue.position) {
+    parts.push(`position ${queue.position}`);
+  }
+  if (queue.ahead && queue.position && queue.ahead !== queue.position - 1) {
+    parts.push(`${plural(queue.ahead, 'job')} ahead`);
+  }
+  if (queue.waiting_for) {
+    parts.push(`needs ${queue.waiting_for}`);
+  }
+  const start = queue.estimated_start ? new Date(queue.estimated_start) : null;
+  if (start && !Number.isNaN(start.getTime())) {
+    parts.push(`starts ~${clockTime(start)} (estimate)`);
+  } else if (queue.estimate_basis) {
+    parts.push(queue.estimate_basis);
+  }
+  return parts.join(' · ');
+}
+
+/** The hover text of a queue line: which queue, and how the estimate was made. */
+export function queueTitle(queue: IQueueState): string {
+  const basis = queue.estimated_start && queue.estimate_basis ? ` Estimated from ${queue.estimate_basis}.` : '';
+  return `In ${queue.queue}.${basis}`;
+}
+
+/** The line under a job's name: where it stands while queued, else its message. */
+export function jobDetail(job: IJob): string {
+  return job.phase === 'Queued' && job.queue ? queueLine(job.queue) : job.message;
 }
 
 export function gpusPerWorker(job: IJob): number {
@@ -59,17 +104,20 @@ export function jobResources(job: IJob): string {
   return `${plural(job.workers, 'worker')} × ${gpus ? plural(gpus, 'GPU') : 'CPU'}`;
 }
 
-/** What the status bar says: jobs not yet finished, and the GPUs they hold. */
-export function usageSummary(jobs: readonly IJob[]): { running: number; gpus: number } {
+/** What the status bar says: jobs started and not yet finished, the GPUs they hold, and the queued ones (which hold nothing). */
+export function usageSummary(jobs: readonly IJob[]): { running: number; gpus: number; queued: number } {
   let running = 0;
   let gpus = 0;
+  let queued = 0;
   for (const job of jobs) {
-    if (!isFinished(job)) {
+    if (job.phase === 'Queued') {
+      queued++;
+    } else if (!isFinished(job)) {
       running++;
       gpus += job.workers * gpusPerWorker(job);
     }
   }
-  return { running, gpus };
+  return { running, gpus, queued };
 }
 
 export interface IQuotaRow {

@@ -17,6 +17,8 @@ import {
   jobTiming,
   labTreeUrl,
   pathUnderRoot,
+  queueLine,
+  queueTitle,
   shortDigest
 } from './format';
 import { paddleIcon } from './icons';
@@ -159,7 +161,11 @@ export class JobView extends Widget {
         cancel
       )
     );
-    if (job.reason || job.message) {
+    if (job.phase === 'Queued' && job.queue) {
+      node.append(
+        h('p', { class: 'pc-JobView-message pc-mod-queued', title: queueTitle(job.queue) }, queueLine(job.queue))
+      );
+    } else if (job.reason || job.message) {
       node.append(
         h('p', { class: `pc-JobView-message pc-mod-${job.phase.toLowerCase()}` },
           job.reason ? h('b', { text: `${job.reason}: ` }) : null, job.message || '')

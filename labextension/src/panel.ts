@@ -7,7 +7,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { h, phaseBadge } from './dom';
-import { jobResources, jobTiming, quotaRows } from './format';
+import { isWaiting, jobDetail, jobResources, jobTiming, queueTitle, quotaRows } from './format';
 import { paddleIcon } from './icons';
 import { JobsModel } from './model';
 import { IJob, IQuotaReport } from './types';
@@ -107,8 +107,10 @@ function jobRow(job: IJob, now: number): Node[] {
     h('div', { class: 'pc-JobItem-top' }, h('span', { class: 'pc-JobItem-name', text: job.name }), phaseBadge(job.phase)),
     h('div', { class: 'pc-JobItem-meta' }, h('span', { text: jobResources(job) }), h('span', { text: time }))
   ];
-  if (job.message && (job.phase === 'Failed' || job.phase === 'Pending')) {
-    rows.push(h('div', { class: 'pc-JobItem-message', text: job.message }));
+  const detail = jobDetail(job);
+  if (detail && (job.phase === 'Failed' || isWaiting(job))) {
+    const title = job.phase === 'Queued' && job.queue ? queueTitle(job.queue) : undefined;
+    rows.push(h('div', { class: 'pc-JobItem-message', text: detail, ...(title ? { title } : {}) }));
   }
   return rows;
 }

@@ -33,8 +33,9 @@ export class JobsStatus extends Widget {
   }
 
   private render(): void {
-    const { running, gpus } = usageSummary(this.model.jobs);
+    const { running, gpus, queued } = usageSummary(this.model.jobs);
     const jobs = running === 1 ? '1 job running' : `${running} jobs running`;
-    this.text.textContent = `${jobs} · ${gpus} GPU${gpus === 1 ? '' : 's'}`;
+    const waiting = queued ? ` · ${queued} queued` : '';
+    this.text.textContent = `${jobs} · ${gpus} GPU${gpus === 1 ? '' : 's'}${waiting}`;
   }
 }

@@ -2,15 +2,19 @@ import {
   codeSummary,
   formatBytes,
   formatDuration,
+  isWaiting,
+  jobDetail,
   jobResources,
   jobTiming,
   labTreeUrl,
   pathUnderRoot,
+  queueLine,
+  queueTitle,
   quotaRows,
   shortDigest,
   usageSummary
 } from '../src/format';
-import { IJob, IQuotaReport } from '../src/types';
+import { IJob, IQueueState, IQuotaReport } from '../src/types';
 
 function job(name: string, phase: IJob['phase'], workers: number, gpus: number): IJob {
   return {
@@ -22,7 +26,9 @@ function job(name: string, phase: IJob['phase'], workers: number, gpus: number):
 describe('format', () => {
   it('counts unfinished jobs and the GPUs they hold for the status bar', () => {
     const jobs = [job('a', 'Running', 2, 4), job('b', 'Pending', 1, 1), job('c', 'Succeeded', 8, 8), job('d', 'Cancelled', 1, 1)];
-    expect(usageSummary(jobs)).toEqual({ running: 2, gpus: 9 });
+    expect(usageSummary(jobs)).toEqual({ running: 2, gpus: 9, queued: 0 });
+    // A queued job holds nothing yet: counted apart, its GPUs not in use.
+    expect(usageSummary([...jobs, job('q', 'Queued', 4, 8)])).toEqual({ running: 2, gpus: 9, queued: 1 });
     expect(jobResources(jobs[0])).toBe('2 workers × 4 GPUs');
     expect(jobResources(job('e', 'Running', 1, 0))).toBe('1 worker × CPU');
   });
@@ -31,6 +37,7 @@ describe('format', () => {
     expect([5, 65, 3600 + 120, 90000].map(formatDuration)).toEqual(['5s', '1m 05s', '1h 02m', '1d 1h']);
     const start = Date.parse('2025-01-01T00:00:00Z');
     expect(jobTiming(job('a', 'Pending', 1, 0), start + 12000)).toBe('waiting 12s');
+    expect(jobTiming(job('a', 'Queued', 1, 0), start + 12000)).toBe('waiting 12s');
     expect(jobTiming(job('a', 'Running', 1, 0), start + 65000)).toBe('running 1m 05s');
     const done = { ...job('a', 'Succeeded', 1, 0), finished: '2025-01-01T00:03:10Z' };
     expect(jobTiming(done, start + 3600000)).toBe('ran 3m 10s · 1h 00m ago');
@@ -73,5 +80,27 @@ describe('a job\'s code and outputs', () => {
     expect(pathUnderRoot('/home/me/out', '~')).toBeNull();
     expect(labTreeUrl('/user/alice/', 'paddlecloud-outputs/my job')).toBe('/user/alice/lab/tree/paddlecloud-outputs/my%20job');
     expect(labTreeUrl('/', '')).toBe('/lab/tree/');
+  });
+
+  it('says where a queued job stands: position, what it needs, an estimate marked as one', () => {
+    const estimate = '2026-12-02T14:05:00Z';
+    const at = new Date(estimate);
+    const clock = `${String(at.getHours()).padStart(2, '0')}:${String(at.getMinutes()).padStart(2, '0')}`;
+    const queue: IQueueState = {
+      queue: "team vision's queue", position: 2, ahead: 1, waiting_for: '4 more GPUs', estimated_start: estimate,
+      estimate_basis: 'the time limits of the jobs running and queued before it'
+    };
+    expect(queueLine(queue)).toBe(`Queued · position 2 · needs 4 more GPUs · starts ~${clock} (estimate)`);
+    expect(queueTitle(queue)).toBe("In team vision's queue. Estimated from the time limits of the jobs running and queued before it.");
+    const unknown = { ...queue, position: 3, ahead: 5, estimated_start: null, estimate_basis: 'no estimate: job a has no time limit' };
+    expect(queueLine(unknown)).toBe('Queued · position 3 · 5 jobs ahead · needs 4 more GPUs · no estimate: job a has no time limit');
+    expect(queueTitle(unknown)).toBe("In team vision's queue.");
+    expect(queueLine({ ...unknown, position: null, ahead: null, waiting_for: '', estimate_basis: '' })).toBe('Queued');
+
+    const queued = { ...job('q', 'Queued', 1, 4), message: 'Waiting in line.', queue };
+    expect(jobDetail(queued)).toBe(queueLine(queue));
+    expect(jobDetail({ ...job('p', 'Pending', 1, 0), message: 'The workers are starting.' })).toBe('The workers are starting.');
+    expect([queued, job('p', 'Pending', 1, 0), job('r', 'Running', 1, 0), job('s', 'Succeeded', 1, 0)].map(isWaiting))
+      .toEqual([true, true, false, false]);
   });
 });

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -18,21 +19,22 @@ import tempfile
 import time
 from typing import AsyncIterator, Iterator
 
-from traitlets import Float, Unicode, default
+from traitlets import Float, Integer, Unicode, default
 
 from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, SERVER_SECRET_ENV,
                          dataset_env_name, paddlecloud_home)
-from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound
-from ..jobs import Job, Phase, Reason, WorkerState, outputs_record
+from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
+from ..jobs import Job, Phase, QueueState, Reason, Step, WorkerProgress, WorkerState, outputs_record
 from ..launch import launch_argv
 from ..loglines import LineSplitter, chunk_lines, last_lines
-from ..progress import local_progress
-from ..quota.model import Effective, Limits, QuotaReport, report, resolve
+from ..progress import LOCAL_STEPS, local_progress, queue_detail, queue_line
+from ..quota.model import Effective, JobUsage, Limits, QuotaReport, report, resolve
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
+from . import local_queue
 from .base import JobBackend, code_not_stored
 from ..ports import free_port
 from .identity import current_groups
@@ -91,6 +93,35 @@ def job_phase(workers: list[WorkerState], marks: dict, max_runtime: int | None) 
     return Phase.PENDING, Reason.STARTING, "The workers are starting."
 
 
+@dataclasses.dataclass(frozen=True)
+class _Seen:
+    """A job read from its folder, and what it holds for the queue (None: nothing)."""
+
+    job: Job
+    holder: local_queue.Holder | None = None
+    stalled: bool = False  # left the queue, but its starter stopped before any worker came up
+
+
+def queued_job(name: str, spec: dict, meta: dict, backend: str) -> Job:
+    """A job waiting in this machine's queue (pure): nothing of it runs yet."""
+    workers = spec["workers"]
+    return Job(
+        name=name, phase=Phase.QUEUED, workers=workers, spec=spec, reason=Reason.QUEUED,
+        message=f"Waiting in {local_queue.QUEUE_NAME}.", created=meta.get("created"),
+        worker_states=tuple(WorkerState(i, Phase.QUEUED) for i in range(workers)), backend=backend,
+        code=meta.get("code"), outputs=meta.get("outputs"),
+        progress=tuple(WorkerProgress(i, Step.QUEUED, "waiting in line", steps=LOCAL_STEPS) for i in range(workers)),
+    )
+
+
+def with_queue_state(job: Job, state: QueueState) -> Job:
+    """A queued job with where it stands in line, in its message and progress too (pure)."""
+    detail = queue_detail(state)
+    return dataclasses.replace(
+        job, queue=state, message=f"Waiting in line: {detail}.",
+        progress=tuple(dataclasses.replace(p, detail=queue_line(state)) for p in job.progress))
+
+
 class LocalBackend(JobBackend):
     """Runs jobs as local processes. State lives under `home`/jobs."""
 
@@ -109,7 +140,16 @@ class LocalBackend(JobBackend):
     quota_file = Unicode(help="Quota settings (written by the hub's quota service). Default: "
                               "$PADDLECLOUD_QUOTA_FILE, else quotas.json in the state folder.").tag(config=True)
 
+    machine_gpus = Integer(None, allow_none=True, help="""GPUs this machine has for jobs, all jobs together: a job
+        needing more is refused at once, one needing more than are free waits in this machine's queue. Default:
+        the NVIDIA GPUs under /dev (nvidia0, nvidia1, ...); none found: GPUs are not counted.""").tag(config=True)
+
     _submit_lock: asyncio.Lock | None = None
+    _groups: list[str] | None = None  # the user's groups when known already (a supervisor starting the queue)
+
+    @default("machine_gpus")
+    def _default_machine_gpus(self):
+        return files.nvidia_gpus() or None
 
     @default("quota_file")
     def _default_quota_file(self):
@@ -151,6 +191,9 @@ class LocalBackend(JobBackend):
         return env
 
     async def submit(self, spec: JobSpec, workdir: str | None = None) -> Job:
+        """Start the job, or put it in this machine's queue when it fits the user's quota and
+        this machine but not next to what runs now (or others wait before it). One that could
+        never start is refused at once, with the numbers."""
         spec = self.validate(spec)
         workdir = os.path.abspath(workdir or self.working_dir or os.getcwd())
         if not os.path.isdir(workdir):
@@ -160,14 +203,20 @@ class LocalBackend(JobBackend):
             os.makedirs(self.jobs_dir, exist_ok=True)
         except OSError as exc:
             raise BackendUnavailable(f"Cannot write the job folder under {self.jobs_dir}: {exc.strerror}.") from exc
-        # The quota check and the job's creation happen under one lock, so two
-        # submits at once cannot both fit into the last free slot.
+        # The admission decision and the job's creation happen under one lock, so two
+        # submits at once cannot both take the last free slot, nor overtake a queued job.
         async with self._submit_guard():
-            await self.preflight(spec)
+            room, groups = await self._room()
+            request = JobUsage.of_spec(spec)
+            if refused := local_queue.never_fits(request, room):
+                raise QuotaExceeded(refused)
+            entries = files.queue_entries(self.jobs_dir)
+            holders = [seen.holder for seen in self._seen_all(entries) if seen.holder]
+            waits = bool(entries) or local_queue.shortage(request, room, [h.usage for h in holders]) is not None
             # The job runs in the folder itself; the snapshot records what was there.
             code = await asyncio.to_thread(record_in_place, workdir, self.code_max_bytes)
             outputs = os.path.join(workdir, OUTPUTS_FOLDER, spec.name)
-            deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds else None
+            deadline = time.time() + spec.max_runtime_seconds if spec.max_runtime_seconds and not waits else None
             staging = None
             try:
                 staging = tempfile.mkdtemp(dir=self.jobs_dir, prefix=".new-")
@@ -190,6 +239,16 @@ class LocalBackend(JobBackend):
                 if os.path.exists(job_dir):
                     raise JobExists(spec.name) from exc
                 raise BackendUnavailable(f"Cannot create the job folder {job_dir}: {exc.strerror}.") from exc
+            if waits:
+                try:
+                    self._enqueue(spec.name, max(entries.values(), default=0) + 1, groups)
+                except OSError as exc:
+                    shutil.rmtree(job_dir, ignore_errors=True)
+                    raise BackendUnavailable(f"Cannot write this machine's queue under {self.jobs_dir}: "
+                                             f"{exc.strerror}.") from exc
+        if waits:
+            self.log.info("Queued local job %s", spec.name)
+            return await self.get(spec.name)
         try:
             os.makedirs(outputs, exist_ok=True)
         except OSError as exc:
@@ -202,6 +261,97 @@ class LocalBackend(JobBackend):
             raise
         self.log.info("Started local job %s with %d workers", spec.name, spec.workers)
         return await self.get(spec.name)
+
+    # ------------------------------------------------------------------ this machine's queue
+    #
+    # The queue is the folder jobs/.queue/: one file per waiting job, holding the order it
+    # joined in (local_files). There is no queue service: whoever may have made room starts
+    # the jobs that now fit (`promote`), under the same file lock as submit, so exactly one
+    # process decides at a time and every decision sees every job:
+    #   - each worker's supervisor, once its worker has ended and its exit code is written
+    #     (with the settings the queueing backend left in jobs/.queue-settings.json), so a
+    #     queued job starts by itself when a running one ends, with no server running;
+    #   - every submit, cancel, status and list call (a quota raised, a job cancelled).
+    # The decision itself is local_queue.admit (pure, strict FIFO). A job leaves the queue
+    # under the lock before its workers are started outside it: from then on it reads as
+    # Pending and counts as running for the next decision.
+
+    def _enqueue(self, name: str, seq: int, groups: list[str]) -> None:
+        os.makedirs(files.queue_dir(self.jobs_dir), exist_ok=True)
+        files.write_json(files.queue_settings_file(self.jobs_dir), {
+            "python": self.python, "quota_file": self.quota_file, "user": self.user, "groups": groups,
+            "machine_gpus": self.machine_gpus, "start_timeout_seconds": self.start_timeout_seconds,
+            "stop_grace_seconds": self.stop_grace_seconds,
+        })
+        files.write_json(files.queue_entry(self.jobs_dir, name), {"seq": seq, "at": now_iso()})
+
+    async def promote(self) -> list[str]:
+        """Start the queued jobs that fit now, first in line first; their names."""
+        if not files.queued_names(self.jobs_dir):
+            return []
+        async with self._submit_guard():
+            entries = files.queue_entries(self.jobs_dir)
+            if not entries:
+                return []
+            room, _groups = await self._room()
+            seen = self._seen_all(entries)
+            for item in seen:
+                if item.stalled:  # it would hold its slot, and block the line, for ever
+                    files.mark_failed(self._job_dir(item.job.name), 0, None, (
+                        "The job left the queue, but what was starting it stopped before its workers came up. "
+                        "Submit it again."))
+            seen = [dataclasses.replace(item, holder=None) if item.stalled else item for item in seen]
+            specs = {item.job.name: item.job.spec for item in seen if item.job.phase == Phase.QUEUED}
+            for name in entries:
+                if name not in specs:  # its folder is gone, or it was cancelled: out of the line
+                    files.leave_queue(self.jobs_dir, name)
+            queued = [JobUsage.of(name, specs[name]) for name in local_queue.queue_order(entries) if name in specs]
+            starting = local_queue.admit(queued, [item.holder.usage for item in seen if item.holder], room)
+            for name in starting:
+                files.leave_queue(self.jobs_dir, name)
+        for name in starting:
+            await self._start_queued(name, specs[name])
+        return starting
+
+    async def _promote_quietly(self) -> None:
+        """`promote` where a caller only reads: a fault is logged, not raised."""
+        try:
+            await self.promote()
+        except (PaddleCloudError, OSError) as exc:
+            self.log.warning("Cannot start queued local jobs: %s", exc)
+
+    async def _start_queued(self, name: str, spec_data: dict) -> None:
+        """Start a job that has left the queue. No caller waits for it, so what goes wrong
+        fails the job, saying why."""
+        job_dir = self._job_dir(name)
+        try:
+            spec = JobSpec.from_dict(spec_data)
+        except PaddleCloudError as exc:  # a job folder edited by hand
+            files.mark_failed(job_dir, 0, None, f"The job's recorded spec is not valid: {exc.message}")
+            return
+        try:
+            meta = files.read_json(files.job_file(job_dir)) or {}
+            started = time.time()  # its time limit counts from now, not from its submit
+            files.write_json(files.job_file(job_dir), {
+                **meta, "admitted": started,
+                "deadline": started + spec.max_runtime_seconds if spec.max_runtime_seconds else None})
+            outputs = (meta.get("env") or {}).get(OUTPUT_DIR_ENV)
+            if outputs:
+                os.makedirs(outputs, exist_ok=True)
+        except OSError as exc:
+            files.mark_failed(job_dir, 0, None, f"The job could not leave the queue: {exc}.")
+            return
+        try:
+            await self._start_workers(spec, job_dir)
+        except BackendUnavailable as exc:
+            files.mark_failed(job_dir, 0, None, exc.message)
+            await self._stop_workers(job_dir)
+            return
+        except BaseException:
+            files.mark_failed(job_dir, 0, None, "Starting the job from the queue was interrupted.")
+            await self._stop_workers(job_dir)
+            raise
+        self.log.info("Started queued local job %s with %d workers", name, spec.workers)
 
     async def _start_workers(self, spec: JobSpec, job_dir: str) -> None:
         """A detached supervisor per worker. One that cannot be launched is a fault of this
@@ -271,17 +421,38 @@ class LocalBackend(JobBackend):
         return [] if limits.empty else [(limits, None)]
 
     async def _effective_quota(self) -> Effective:
+        return (await self._quota_and_groups())[0]
+
+    async def _quota_and_groups(self) -> tuple[Effective, list[str]]:
         config = await LocalQuotaStore(self.quota_file).load()
         # Groups matter only when some group has limits; asking the hub costs a request.
-        groups = await asyncio.to_thread(current_groups) if config.groups else []
-        return resolve(config, self.user, groups)
+        # A supervisor starting queued jobs has them from the queue's settings.
+        groups = self._groups
+        if groups is None:
+            groups = await asyncio.to_thread(current_groups) if config.groups else []
+        return resolve(config, self.user, groups), groups
 
-    def _read(self, name: str) -> Job:
+    async def _room(self) -> tuple[local_queue.Room, list[str]]:
+        """What jobs may hold together here (the user's quota, this machine's GPUs), and the
+        user's groups it was resolved with."""
+        effective, groups = await self._quota_and_groups()
+        return local_queue.Room(effective.limits, self.machine_gpus), groups
+
+    def _read(self, name: str, queued: bool | None = None) -> Job:
+        return self._see(name, queued).job
+
+    def _see(self, name: str, queued: bool | None = None) -> _Seen:
+        """A job as its files say, whether it is in the queue (None: look), and what it holds
+        for the queue's decisions."""
         job_dir = self._job_dir(name)
         meta = files.read_json(files.job_file(job_dir))
         if meta is None:
             raise JobNotFound(name)
         spec = meta["spec"]
+        if queued is None:
+            queued = files.exists(files.queue_entry(self.jobs_dir, name))
+        if queued and not files.exists(files.cancel_file(job_dir)):
+            return _Seen(queued_job(name, spec, meta, self.name))
         pids = files.worker_pids(job_dir)
         # Liveness before exit codes and marks: a worker's supervisor writes its exit code (and
         # any failure mark) and then ends, so one seen gone has them on disk. Read the other way
@@ -300,38 +471,86 @@ class LocalBackend(JobBackend):
         if phase.finished:
             times = [e["finished"] for e in exits if e] + [m["at"] for m in marks.values() if m]
             finished = max(times) if times else None
-        return Job(
+        job = Job(
             name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
             message=message, created=meta.get("created"), finished=finished,
             worker_states=tuple(workers), backend=self.name, code=meta.get("code"), outputs=meta.get("outputs"),
             progress=tuple(local_progress(worker) for worker in workers),
         )
+        # For the queue, a worker whose exit code is written holds nothing any more: its
+        # processes are gone, only its supervisor may still be finishing (and starting the
+        # queue: it must not count itself).
+        holding = [worker_state(i, exits[i], alive[i] and exits[i] is None, i in pids, marks)
+                   for i in range(spec["workers"])]
+        holds = not job_phase(holding, marks, spec.get("max_runtime_seconds"))[0].finished
+        admitted = meta.get("admitted")
+        stalled = bool(admitted and not pids and not any(marks.values())
+                       and time.time() - admitted > 2 * self.start_timeout_seconds)
+        return _Seen(job, local_queue.Holder(JobUsage.of(name, spec), meta.get("deadline")) if holds else None,
+                     stalled)
 
-    async def get(self, name: str) -> Job:
-        return self._read(name)
-
-    async def list(self) -> list[Job]:
+    def _job_names(self) -> list[str]:
         if not os.path.isdir(self.jobs_dir):
             return []
-        jobs = []
-        for entry in sorted(os.listdir(self.jobs_dir)):
-            if entry.startswith("."):
-                continue
+        return [entry for entry in sorted(os.listdir(self.jobs_dir)) if not entry.startswith(".")]
+
+    def _seen_all(self, entries: dict[str, int]) -> list[_Seen]:
+        seen = []
+        for name in self._job_names():
             try:
-                jobs.append(self._read(entry))
+                seen.append(self._see(name, name in entries))
             except JobNotFound:
                 continue
-        return sorted(jobs, key=lambda job: job.created or "", reverse=True)
+        return seen
+
+    async def _jobs(self) -> list[Job]:
+        """Every job, the queued ones with where they stand in line."""
+        entries = files.queue_entries(self.jobs_dir)
+        seen = self._seen_all(entries)
+        jobs = [item.job for item in seen]
+        queued = {job.name: job for job in jobs if job.phase == Phase.QUEUED}
+        if not queued:
+            return jobs
+        try:
+            room = (await self._room())[0]
+        except PaddleCloudError as exc:
+            self.log.warning("Cannot read the quota for this machine's queue: %s", exc)
+            room = local_queue.Room(machine_gpus=self.machine_gpus)
+        waiting = [local_queue.Waiting(JobUsage.of(name, queued[name].spec), queued[name].spec.get("max_runtime_seconds"))
+                   for name in local_queue.queue_order(entries) if name in queued]
+        states = local_queue.queue_states(waiting, [item.holder for item in seen if item.holder], room, time.time())
+        return [with_queue_state(job, states[job.name]) if job.name in states else job for job in jobs]
+
+    async def get(self, name: str) -> Job:
+        await self._promote_quietly()
+        job = self._read(name)
+        if job.phase == Phase.QUEUED:
+            job = next((other for other in await self._jobs() if other.name == name), job)
+        return job
+
+    async def list(self) -> list[Job]:
+        await self._promote_quietly()
+        return sorted(await self._jobs(), key=lambda job: job.created or "", reverse=True)
 
     async def cancel(self, name: str) -> Job:
+        job_dir = self._job_dir(name)
+        if files.exists(files.queue_entry(self.jobs_dir, name)):
+            async with self._submit_guard():  # not started by a promote meanwhile
+                left = files.exists(job_dir) and files.leave_queue(self.jobs_dir, name)
+                if left:
+                    files.mark_cancelled(job_dir)
+            if left:  # it never started: nothing ran, nothing to stop; the jobs behind it move up
+                self.log.info("Cancelled queued local job %s", name)
+                await self._promote_quietly()
+                return self._read(name)
         job = self._read(name)
         if job.done:
             return job
-        job_dir = self._job_dir(name)
         files.mark_cancelled(job_dir)
         await self._wait_started(job_dir, job.workers, timeout=2.0)
         await self._stop_workers(job_dir)
         self.log.info("Cancelled local job %s", name)
+        await self._promote_quietly()
         return self._read(name)
 
     async def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
@@ -417,3 +636,17 @@ class LogReader:
 
     def new_lines(self, final: bool) -> list[str]:
         return chunk_lines(self.new_chunk(final))
+
+
+def promote_from_settings(jobs_dir: str) -> list[str]:
+    """Start the queued jobs that fit now, with the settings the queueing backend left
+    (what a worker's supervisor calls once its worker has ended)."""
+    settings = files.read_json(files.queue_settings_file(jobs_dir))
+    if settings is None or not files.queued_names(jobs_dir):
+        return []
+    backend = LocalBackend(
+        home=os.path.dirname(os.path.abspath(jobs_dir)), python=settings["python"],
+        quota_file=settings["quota_file"], user=settings["user"], machine_gpus=settings.get("machine_gpus"),
+        start_timeout_seconds=settings["start_timeout_seconds"], stop_grace_seconds=settings["stop_grace_seconds"])
+    backend._groups = list(settings.get("groups") or [])
+    return asyncio.run(backend.promote())

@@ -1,7 +1,8 @@
 """The on-disk layout of a local job, and the small atomic file operations on it.
 
     $PADDLECLOUD_HOME/jobs/<name>/
-        job.json          spec, created time, working folder, environment, deadline
+        job.json          spec, created time, working folder, environment, deadline (and
+                          `admitted`, the time a queued job left the queue)
         worker-<i>.json   the supervisor's pid (= process group id)
         worker-<i>.log    everything worker i printed
         worker-<i>.exit   {"exit_code": N, "finished": ISO time}
@@ -10,6 +11,12 @@
         cancelled         when the job was cancelled
         deadline          when the job hit max_runtime_seconds
         code.tar.gz       the code the job ran (when the folder was small enough to keep)
+    $PADDLECLOUD_HOME/jobs/.queue/
+        <name>            a job waiting in line: {"seq": N, "at": ISO time}; removed when the
+                          job starts or is cancelled (see local_queue, LocalBackend.promote)
+    $PADDLECLOUD_HOME/jobs/.queue-settings.json
+                          what a worker's supervisor needs to start queued jobs when its
+                          worker ends (the backend's settings, written when a job queues)
 
 The job's outputs ($PADDLECLOUD_OUTPUT_DIR) go next to its code, in the folder it ran
 in: <workdir>/paddlecloud-outputs/<name>/.
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 
 from ..timestamps import now_iso
@@ -50,6 +58,57 @@ def failed_file(job_dir: str) -> str:
 
 def deadline_file(job_dir: str) -> str:
     return os.path.join(job_dir, "deadline")
+
+
+QUEUE_FOLDER = ".queue"
+QUEUE_SETTINGS = ".queue-settings.json"
+
+
+def queue_dir(jobs_dir: str) -> str:
+    return os.path.join(jobs_dir, QUEUE_FOLDER)
+
+
+def queue_entry(jobs_dir: str, name: str) -> str:
+    return os.path.join(queue_dir(jobs_dir), name)
+
+
+def queue_settings_file(jobs_dir: str) -> str:
+    return os.path.join(jobs_dir, QUEUE_SETTINGS)
+
+
+def queued_names(jobs_dir: str) -> list[str]:
+    """The names of the jobs waiting in line (unordered); none when there is no queue."""
+    try:
+        return [entry for entry in os.listdir(queue_dir(jobs_dir)) if not entry.startswith(".")]
+    except FileNotFoundError:
+        return []
+
+
+def queue_entries(jobs_dir: str) -> dict[str, int]:
+    """Queued job name -> its sequence number (the order it joined in)."""
+    entries = {}
+    for name in queued_names(jobs_dir):
+        data = read_json(queue_entry(jobs_dir, name))
+        if data is not None:
+            entries[name] = int(data.get("seq", 0))
+    return entries
+
+
+def leave_queue(jobs_dir: str, name: str) -> bool:
+    """Take a job out of the line; False if it was not in it."""
+    try:
+        os.unlink(queue_entry(jobs_dir, name))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def nvidia_gpus(dev: str = "/dev") -> int:
+    """How many NVIDIA GPUs this machine shows (/dev/nvidia0, /dev/nvidia1, ...)."""
+    try:
+        return sum(1 for entry in os.listdir(dev) if re.fullmatch(r"nvidia[0-9]+", entry))
+    except OSError:
+        return 0
 
 
 def exists(path: str) -> bool:

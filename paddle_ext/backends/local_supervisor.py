@@ -6,7 +6,8 @@ Forks into the background (so the Jupyter server never owns the process and can
 restart freely), becomes leader of a new process group, runs ARGV with output
 appended to `worker-INDEX.log`, and records the exit code in `worker-INDEX.exit`.
 If the worker fails, it marks the job failed and stops the other workers; it also
-enforces the job's deadline. Once the worker has ended, nothing it started may outlive
+enforces the job's deadline, and once its worker has ended starts the queued jobs that now
+fit (LocalBackend.promote, in a process of its own: local_promote). Once the worker has ended, nothing it started may outlive
 it (as nothing outlives a container): the supervisor is the worker's subreaper, so even
 the trainers Paddle's launcher starts in sessions of their own come back to it when the
 launcher dies first, and it kills them. Everything it knows lives in files of the job
@@ -176,8 +177,21 @@ def main(args: list[str]) -> int:
         os.dup2(devnull, fd)
     try:
         supervise(job_dir, int(index), argv)
+        start_queued(job_dir)
     finally:
         os._exit(0)
+
+
+def start_queued(job_dir: str) -> None:
+    """This worker has ended and holds nothing now: start the queued jobs that fit (see
+    LocalBackend.promote). Only when some wait, as the backend costs an import."""
+    jobs_dir = os.path.dirname(os.path.abspath(job_dir))
+    if not files.queued_names(jobs_dir):
+        return
+    # Detached, and not waited for: this worker reads as ended as soon as we are gone.
+    subprocess.Popen([sys.executable, "-m", "paddle_ext.backends.local_promote", jobs_dir],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
 
 
 if __name__ == "__main__":

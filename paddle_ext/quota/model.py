@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..constants import GPU_RESOURCE, QUOTA_SOURCES_ANNOTATION, RUNNING_JOBS_ANNOTATION
 from ..errors import InvalidFields, PaddleCloudError, QuotaExceeded
-from ..jobs import Job
+from ..jobs import Job, Phase
 from ..quantity import LARGEST_COUNT, check_quantity, format_quantity, parse_quantity
 from ..spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec, is_whole_number
 from ..timestamps import parse_time
@@ -561,6 +561,8 @@ def gpu_hours(records: Iterable[JobRecord], now: datetime.datetime, days: int) -
 
 
 def job_record(job: Job) -> JobRecord | None:
+    if job.phase == Phase.QUEUED:  # waiting in line holds no GPUs
+        return None
     try:
         start = parse_time(job.created)
     except (ValueError, TypeError, AttributeError):
@@ -599,7 +601,8 @@ def report(user: str, effective: Effective, jobs: Iterable[Job], now: datetime.d
     """The report from a user's jobs. `in_use` overrides what the jobs' specs add up to
     where something else counts better (on Kubernetes: the ResourceQuota, notebook included)."""
     jobs = list(jobs)
-    running = [JobUsage.of(job.name, job.spec) for job in jobs if not job.done]
+    # Queued jobs wait in line and hold nothing yet.
+    running = [JobUsage.of(job.name, job.spec) for job in jobs if not job.done and job.phase != Phase.QUEUED]
     counted = {**total(running), **(in_use or {})}
     records = [record for record in map(job_record, jobs) if record]
     return QuotaReport(user=user, limits=effective.limits, sources=dict(effective.sources),

@@ -9,11 +9,19 @@ import ipywidgets as widgets
 
 from ..client import JobClient
 from ..errors import PaddleCloudError, SpecError
+from ..progress import queue_detail
 from ..quota.model import WORDS, QuotaReport
 from ..spec import JobSpec
 from .monitor import JobMonitor
 
 LOCAL_IMAGE_CHOICE = "this Python environment"  # jobs of the local backend run here, not in an image
+
+
+def launch_message(job) -> str:
+    """What the launcher says once a job is submitted: started, or queued and where it stands."""
+    if job.queue:
+        return f"Queued <b>{html.escape(job.name)}</b> &mdash; {html.escape(queue_detail(job.queue))}"
+    return f"Started <b>{html.escape(job.name)}</b>"
 
 
 def parse_env(text: str) -> dict[str, str]:
@@ -131,7 +139,7 @@ class JobLauncher(widgets.VBox):
         job = self.client.submit(self.spec())
         self.monitor = JobMonitor(job.name, client=self.client, on_done=lambda _job: self._show_quota())
         self.monitor_box.children = [self.monitor]
-        self.message.value = f"Started <b>{html.escape(job.name)}</b>"
+        self.message.value = launch_message(job)
         self._show_quota()
         return job
 

@@ -18,6 +18,7 @@ from ..errors import PaddleCloudError
 from ..jobs import Phase, WorkerProgress
 from ..loglines import FrameworkFilter
 from ..metrics import format_cursor
+from ..progress import queue_detail
 from ..quantity import human_bytes
 from .plots import MetricsPlot
 
@@ -56,6 +57,12 @@ def render_stepper(progress: WorkerProgress | None, phase: str) -> str:
                      f'{"&#9679;" if state != "todo" else "&#9675;"} {step}</span>')
     return (f'<span class="paddle-progress" data-current="{progress.step}">'
             + ' <span style="color:#bdbdbd">&rsaquo;</span> '.join(chips) + "</span>")
+
+
+def job_detail(job) -> str:
+    """The line next to a job's phase: where it stands in line while queued ('position 2 in
+    this machine's queue · needs 4 more GPUs · starts ~14:05 UTC (estimate)'), else its message."""
+    return queue_detail(job.queue) if job.queue else job.message
 
 
 def render_workers(job) -> str:
@@ -182,7 +189,7 @@ class JobMonitor(widgets.VBox):
         with self._lock:  # the ticker and a click may both refresh; a job seen ended stays ended
             self.job = job
             self._ended = self._ended or job.done
-        detail = f" &mdash; {html.escape(job.message)}" if job.message else ""
+        detail = f" &mdash; {html.escape(job_detail(job))}" if job_detail(job) else ""
         self.header.value = f"<b>{html.escape(job.name)}</b> {phase_badge(job.phase)}{detail}"
         self.workers_view.value = render_workers(job)
         self.record_view.value = render_code_and_outputs(job.code, job.outputs, server_location())
@@ -316,7 +323,7 @@ class JobList(widgets.VBox):
             return
         rows = "".join(
             f"<tr><td>{html.escape(j.name)}</td><td>{phase_badge(j.phase)}</td><td>{j.workers}</td>"
-            f"<td>{html.escape(j.created or '')}</td><td>{html.escape(j.message)}</td></tr>" for j in jobs
+            f"<td>{html.escape(j.created or '')}</td><td>{html.escape(job_detail(j))}</td></tr>" for j in jobs
         )
         self.table.value = ("<table><tr><th>Name</th><th>Phase</th><th>Workers</th><th>Created</th>"
                             f"<th>Detail</th></tr>{rows}</table>")

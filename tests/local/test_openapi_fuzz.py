@@ -103,7 +103,7 @@ def fuzz_figures():
 @pytest.fixture(scope="module")
 def jobs_server(tmp_path_factory, workdir):
     home = tmp_path_factory.mktemp("fuzz-home")
-    # At most two running jobs: fuzzed submits beyond that are refused (403 quota_exceeded).
+    # At most two running jobs: fuzzed submits beyond that wait Queued (and are cancelled at once).
     quota_file = home / "quotas.json"
     quota_file.write_text(json.dumps({"version": 1, "default": {"limits": {"running_jobs": 2}, "revision": 1}}))
     server = JupyterServer(home, workdir, token=TOKENS["jobs"], env={QUOTA_FILE_ENV: str(quota_file)},

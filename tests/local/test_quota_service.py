@@ -190,7 +190,7 @@ async def test_group_limit_applies_to_a_new_member_and_a_user_override_wins(hub,
                                quota_file=str(quota_file(hub)), max_gpus_per_worker=8)
         with pytest.raises(QuotaExceeded) as info:
             await backend.submit(JobSpec(command=("python", "train.py"), workers=5, gpus_per_worker=1))
-        assert info.value.message == "Needs 5 GPUs; your quota is 4 and 0 are in use."
+        assert info.value.message == "Needs 5 GPUs; your quota is 4, so the job could never start. Ask for less."
         quota = (await backend.quota()).to_dict()
         assert quota["limits"]["gpus"] == 4 and quota["sources"]["gpus"] == "group:ml"
     finally:
@@ -235,7 +235,8 @@ def test_a_users_server_enforces_and_reports_what_the_admin_set(hub, tokens):
     refused = requests.post(api + "/jobs", headers=headers, timeout=60,
                             json={"command": ["python", "train.py"], "workers": 2, "cpu": "2"})
     assert refused.status_code == 403, refused.text
-    assert refused.json() == {"error": "quota_exceeded", "message": "Needs 4 CPU; your quota is 3 and 0 is in use."}
+    assert refused.json() == {"error": "quota_exceeded",
+                              "message": "Needs 4 CPU; your quota is 3, so the job could never start. Ask for less."}
     assert requests.get(api + "/jobs", headers=headers, timeout=60).json()["jobs"] == []
 
 

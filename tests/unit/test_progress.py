@@ -71,9 +71,9 @@ def test_local_progress(state, step, detail):
 
 def test_describe_and_json():
     progress = local_progress(WorkerState(1, Phase.RUNNING))
-    assert describe(progress) == "worker-1  [2/3 Running] its processes are running"
+    assert describe(progress) == "worker-1  [3/4 Running] its processes are running"
     assert progress.to_dict() == {"index": 1, "step": "Running", "detail": "its processes are running", "node": "",
-                                  "number": 2, "of": 3, "steps": ["Starting", "Running", "Finished"]}
+                                  "number": 3, "of": 4, "steps": ["Queued", "Starting", "Running", "Finished"]}
     queued = job_from_objects(make_job(suspend=True), [], []).progress[0]
     assert describe(queued) == "worker-0  [1/6 Queued] the job is queued, waiting for cluster capacity"
     assert queued.to_dict()["steps"] == ["Queued", "Scheduling", "Pulling", "Starting", "Running", "Finished"]
