@@ -135,6 +135,12 @@ class Job:
     def done(self) -> bool:
         return Phase(self.phase).finished
 
+    @property
+    def holds_resources(self) -> bool:
+        """Whether the job counts against quotas and capacity now: started and not ended
+        (a Queued job waits in line and holds nothing)."""
+        return not self.done and self.phase != Phase.QUEUED
+
     def to_dict(self) -> dict:
         return {
             "name": self.name, "phase": str(self.phase), "workers": self.workers, "spec": self.spec,

@@ -222,7 +222,7 @@ class JobBackend(LoggingConfigurable):
         """What each unfinished job holds, for quota checks and messages."""
         from ..quota.model import JobUsage
 
-        return [JobUsage.of(job.name, job.spec) for job in await self.list() if not job.done]
+        return [JobUsage.of(job.name, job.spec) for job in await self.list() if job.holds_resources]
 
     async def close(self) -> None:
         """Release connections."""

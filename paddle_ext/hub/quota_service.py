@@ -271,7 +271,7 @@ class QuotaService(Application):
             user_jobs[user["name"]] = (user.get("groups") or [], jobs)
 
         await asyncio.gather(*(one(user) for user in users))
-        running = [JobUsage.of(job.name, job.spec) for _, jobs in user_jobs.values() for job in jobs if not job.done]
+        running = [JobUsage.of(job.name, job.spec) for _, jobs in user_jobs.values() for job in jobs if job.holds_resources]
         try:
             capacity = await self.usage_source.capacity(running)
         except (KubeApiError, KubeUnreachable) as exc:

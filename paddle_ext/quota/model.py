@@ -601,8 +601,7 @@ def report(user: str, effective: Effective, jobs: Iterable[Job], now: datetime.d
     """The report from a user's jobs. `in_use` overrides what the jobs' specs add up to
     where something else counts better (on Kubernetes: the ResourceQuota, notebook included)."""
     jobs = list(jobs)
-    # Queued jobs wait in line and hold nothing yet.
-    running = [JobUsage.of(job.name, job.spec) for job in jobs if not job.done and job.phase != Phase.QUEUED]
+    running = [JobUsage.of(job.name, job.spec) for job in jobs if job.holds_resources]
     counted = {**total(running), **(in_use or {})}
     records = [record for record in map(job_record, jobs) if record]
     return QuotaReport(user=user, limits=effective.limits, sources=dict(effective.sources),
