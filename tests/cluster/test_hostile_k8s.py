@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import specgen
 from cluster_helpers import wait_for, wait_for_async
-from paddle_ext import tenancy
+from paddle_ext import policies, tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import FAILED_ANNOTATION, NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION, USER_LABEL
 from paddle_ext.errors import QuotaExceeded
@@ -133,7 +133,7 @@ def service(name: str, **spec) -> dict:
 
 @pytest.fixture
 def exposure_policy(admission_v1):
-    policy, binding = tenancy.service_exposure_policy()
+    policy, binding = policies.service_exposure_policy()
     for create, body in ((admission_v1.create_validating_admission_policy, policy),
                          (admission_v1.create_validating_admission_policy_binding, binding)):
         try:
@@ -145,7 +145,7 @@ def exposure_policy(admission_v1):
     for delete in (admission_v1.delete_validating_admission_policy_binding,
                    admission_v1.delete_validating_admission_policy):
         try:
-            delete(tenancy.EXPOSURE_POLICY_NAME)
+            delete(policies.EXPOSURE_POLICY_NAME)
         except kubernetes.client.ApiException:
             pass
 

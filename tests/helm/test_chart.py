@@ -15,7 +15,7 @@ import yaml
 
 from helmlib import (CHART, MATRIX, REPO, documents, find, helm, notes, readme_values, secret_data, settings_text,
                      template, values_file)
-from paddle_ext import tenancy
+from paddle_ext import policies, tenancy
 from paddle_ext.manifests import container_security_context, pod_security_context
 from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, profile_list,
                                      traitlets_passthrough)
@@ -197,7 +197,7 @@ def test_the_notebook_cluster_role_holds_exactly_the_notebook_rules():
 
 def test_the_services_policy_is_the_one_the_spawner_would_make():
     docs = documents(template(values_file("minimal")))
-    for expected in tenancy.service_exposure_policy():
+    for expected in policies.service_exposure_policy():
         got = find(docs, expected["kind"], expected["metadata"]["name"])
         assert got["spec"] == expected["spec"]
 
