@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from .constants import GPU_RESOURCE, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, QUOTA_CONFIGMAP, USER_LABEL
+from .constants import (GPU_DEVICE_ENV, GPU_RESOURCE, GPU_RUNTIME_ENV_PREFIX, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
+                        QUOTA_CONFIGMAP, USER_LABEL)
 from .tenancy import POD_SECURITY_PREFIX
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -37,14 +38,6 @@ DEFAULT_TOLERATIONS = (
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
 )
-# The GPU runtime (NVIDIA container toolkit) shows a container the devices these name. The
-# device plugin sets them for the GPUs a container requests; set by a user they could name
-# GPUs the container never asked for, so they are refused on every container.
-GPU_DEVICE_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES")
-# Every variable of the GPU runtime starts so; a container that requests no GPU sets none.
-# (CUDA_VISIBLE_DEVICES is not one: it only narrows, inside the process, the devices the
-# container already has, so users may set it, e.g. to "" to keep a run on the CPU.)
-GPU_RUNTIME_ENV_PREFIX = "NVIDIA_"
 POD_SECURITY_ENFORCE = f"{POD_SECURITY_PREFIX}enforce"
 USER_NAMESPACE_LEVEL = "restricted"  # the Pod Security level of every user namespace
 

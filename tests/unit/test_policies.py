@@ -14,6 +14,7 @@ from paddle_ext import policies
 from paddle_ext.hub.settings import HubSettings, pod_rules
 from paddle_ext.jobkinds import job_objects
 from paddle_ext.manifests import ManifestSettings
+from paddle_ext.errors import SpecError
 from paddle_ext.spec import JobSpec
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -143,3 +144,22 @@ def test_the_policy_settings_load_from_the_environment():
                                          "PADDLECLOUD_ALLOWED_TOLERATIONS": json.dumps([GPU_TOLERATION])})
     assert settings.allowed_priority_classes == ("research-low", "batch")
     assert settings.allowed_tolerations == (GPU_TOLERATION,)
+
+
+@pytest.mark.parametrize("env, gpus, words", [
+    ({"NVIDIA_VISIBLE_DEVICES": "all"}, 0, "NVIDIA_VISIBLE_DEVICES picks GPU devices"),
+    ({"NVIDIA_VISIBLE_DEVICES": "0"}, 2, "NVIDIA_VISIBLE_DEVICES picks GPU devices"),
+    ({"NVIDIA_MIG_CONFIG_DEVICES": "all"}, 1, "NVIDIA_MIG_CONFIG_DEVICES picks GPU devices"),
+    ({"NVIDIA_DRIVER_CAPABILITIES": "all", "NVIDIA_REQUIRE_CUDA": "cuda>=12"}, 0,
+     "NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_CUDA: NVIDIA_* variables tell the GPU runtime which GPUs to show"),
+])
+def test_a_jobspec_refuses_the_gpu_runtimes_variables_up_front_as_the_policy_would(env, gpus, words):
+    """Every submit path (CLI, REST, widgets, both backends) says it before a cluster would."""
+    with pytest.raises(SpecError) as refused:
+        JobSpec(command=["python", "train.py"], gpus_per_worker=gpus, env=env)
+    assert words in refused.value.problems["env"]
+
+
+def test_a_jobspec_keeps_what_only_narrows_the_gpus_a_job_has():
+    assert JobSpec(command=["python"], env={"CUDA_VISIBLE_DEVICES": ""}).env["CUDA_VISIBLE_DEVICES"] == ""
+    assert JobSpec(command=["python"], gpus_per_worker=1, env={"NVIDIA_DRIVER_CAPABILITIES": "compute,video"}).env
