@@ -461,3 +461,59 @@ def test_the_hub_makes_and_changes_only_its_users_namespaces(cluster, core_v1, m
 def test_the_hub_policy_type_checks_without_a_warning(admission_v1, hub_namespace):
     name = f"{policies.HUB_POLICY_NAME}-{UID}"
     assert type_warnings(admission_v1, [name]) == {name: []}
+
+
+# ------------------------------------------------------------------ the spawner keeps them
+
+async def test_the_spawner_makes_the_pod_policies_and_brings_them_to_changed_settings(cluster, admission_v1,
+                                                                                    monkeypatch):
+    """PaddleCloudSpawner._ensure_pod_policy against the API server: created on a first spawn,
+    replaced (not left stale) when a hub with other settings starts."""
+    import kubespawner.spawner
+    from kubernetes_asyncio import config as async_config
+
+    import paddle_ext.hub.spawner
+    from paddle_ext.hub.settings import HubSettings
+    from paddle_ext.hub.spawner import PaddleCloudSpawner
+
+    monkeypatch.setattr(kubespawner.spawner, "load_config", lambda **_kwargs: None)
+    monkeypatch.setattr(kubespawner.spawner, "shared_client", lambda _name: None)
+    uid = uuid.uuid4().hex[:6]  # this test's own names, bound to no namespace of anyone's
+
+    original = policies.user_pod_policies
+
+    def own_names(rules):
+        objects = copy.deepcopy(original(rules))
+        for obj in objects:
+            obj["metadata"]["name"] += f"-{uid}"
+            if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+                obj["spec"]["policyName"] += f"-{uid}"
+                obj["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
+                    {"key": TEST_LABEL, "operator": "In", "values": [uid]})
+        return objects
+
+    monkeypatch.setattr(paddle_ext.hub.spawner.policies, "user_pod_policies", own_names)
+    api = await async_config.new_client_from_config(config_file=cluster.kubeconfig)
+    jobs = f"{policies.JOB_POLICY_NAME}-{uid}"
+    try:
+        for settings in (HubSettings(allowed_priority_classes=(LOW,)), HubSettings(queue_name=QUEUE)):
+            monkeypatch.setattr(PaddleCloudSpawner, "_pod_policy_ensured", False)  # a hub process starting
+            spawner = PaddleCloudSpawner(_mock=True, paddlecloud_settings=settings)
+            spawner.api = SimpleNamespace(api_client=api)
+            await spawner._ensure_pod_policy()
+            made = admission_v1.read_validating_admission_policy(jobs).to_dict()["spec"]
+            given = {v["name"]: v["expression"] for v in made["variables"]}
+            assert json.loads(given["priorityClasses"]) == list(settings.allowed_priority_classes)
+            assert any("must name their queue" in v["message"] for v in made["validations"]) == bool(
+                settings.queue_name)
+            binding = admission_v1.read_validating_admission_policy_binding(jobs)
+            assert binding.spec.policy_name == jobs
+    finally:
+        await api.close()
+        for name in (f"{policies.POD_POLICY_NAME}-{uid}", jobs):
+            for delete in (admission_v1.delete_validating_admission_policy_binding,
+                           admission_v1.delete_validating_admission_policy):
+                try:
+                    delete(name)
+                except kubernetes.client.ApiException:
+                    pass
