@@ -10,7 +10,8 @@ itself refuses in PaddleCloud user namespaces, and to the hub, whoever asks.
   ConfigMap), so a compromised hub cannot start a pod in kube-system.
 
 CEL, evaluated by the API server (no webhook of ours). The spawner installs the first two
-(paddle_ext.hub.spawner); the Helm chart installs all three (templates/policies), and
+(paddle_ext.hub.spawner); the Helm chart installs all three (templates/services-policy.yaml,
+user-pod-policy.yaml, hub/policy.yaml), and
 tests/helm checks its text equals these functions' for the same settings. Pod Security
 `restricted` (tenancy.pod_security_labels) already refuses hostPath, hostNetwork/PID/IPC,
 host ports, privileged and added capabilities: nothing here repeats it.
