@@ -93,6 +93,15 @@ LAUNCHER_ENV = (
     "PADDLE_GLOO_PORT", "PADDLE_WITH_GLOO", "PADDLE_START_PORT", "PADDLE_IPS", "PADDLE_AUTO_PARALLEL_CONFIG",
     "PADDLE_AUTO_CLUSTER", "PADDLE_TRAINER_ID",
 )
+# The GPU runtime (NVIDIA container toolkit) shows a container the devices these name. The
+# device plugin sets them for the GPUs a container requests; set by a user they could name
+# GPUs the container never asked for: never a user's (JobSpec, and the admission policy of
+# paddle_ext.policies in user namespaces).
+GPU_DEVICE_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES")
+# Every variable of the GPU runtime starts so; a job or pod that requests no GPU sets none.
+# (CUDA_VISIBLE_DEVICES is not one: it only narrows, inside the process, the devices the
+# container already has, so users may set it, e.g. to "" to keep a run on the CPU.)
+GPU_RUNTIME_ENV_PREFIX = "NVIDIA_"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # a pod's token, CA and namespace
 # Set by paddle.distributed.launch in every trainer process: its global rank.
 TRAINER_ID_ENV = "PADDLE_TRAINER_ID"

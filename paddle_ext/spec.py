@@ -8,7 +8,8 @@ import re
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .constants import COMPLETION_INDEX_ENV, JOB_NAME_ENV, LAUNCHER_ENV, OUTPUT_DIR_ENV
+from .constants import (COMPLETION_INDEX_ENV, GPU_DEVICE_ENV, GPU_RUNTIME_ENV_PREFIX, JOB_NAME_ENV, LAUNCHER_ENV,
+                        OUTPUT_DIR_ENV)
 from .constants import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS  # noqa: F401 (re-exported)
 from .errors import SpecError
 from .grammars import ENV_NAME_PATTERN, JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH
@@ -164,6 +165,8 @@ def _check_env(value: Any) -> str | None:
             return f"{key!r} is not a valid environment variable name"
         if key in RESERVED_ENV:
             return f"{key} is set by PaddleCloud or read by Paddle's launcher; choose another name"
+        if key in GPU_DEVICE_ENV:
+            return f"{key} picks GPU devices, which the cluster does for the GPUs a job asks for (gpus_per_worker)"
         if not isinstance(item, str):
             return f"the value of {key} must be a string (got {item!r})"
         problem = text_problem(item)
@@ -176,6 +179,16 @@ def _check_runtime(value: Any) -> str | None:
     if value is None:
         return None
     return _check_count(value, 1, MAX_RUNTIME_SECONDS)
+
+
+def _check_gpu_env(env: Mapping[str, str], gpus_per_worker: int) -> str | None:
+    """The GPU runtime's variables (NVIDIA_*) only on jobs that ask for GPUs: without any they
+    could make the runtime show a worker GPUs it never asked for."""
+    names = sorted(key for key in env if key.startswith(GPU_RUNTIME_ENV_PREFIX))
+    if names and not gpus_per_worker:
+        return (f"{', '.join(names)}: {GPU_RUNTIME_ENV_PREFIX}* variables tell the GPU runtime which GPUs to show; "
+                "a job without GPUs may not set them (ask for GPUs with gpus_per_worker)")
+    return None
 
 
 def _check_size(command: Any, env: Any) -> str | None:
@@ -235,6 +248,10 @@ class JobSpec:
             problem = _check_size(self.command, self.env)
             if problem:
                 problems["command"] = problem
+        if "env" not in problems and "gpus_per_worker" not in problems:
+            problem = _check_gpu_env(self.env, self.gpus_per_worker)
+            if problem:
+                problems["env"] = problem
         if problems:
             raise SpecError(problems)
         object.__setattr__(self, "command", tuple(self.command))

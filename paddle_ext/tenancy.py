@@ -37,9 +37,6 @@ OBJECT_QUOTA = {
     "count/configmaps": "220", "count/services": "220", "count/secrets": "50", "persistentvolumeclaims": "20",
     "requests.ephemeral-storage": "100Gi", "limits.ephemeral-storage": "2Ti",
 }
-# What a ResourceQuota cannot count (a Service's externalIPs make every node's proxy answer
-# for them), a cluster-wide admission policy refuses, in every namespace of a hub user.
-EXPOSURE_POLICY_NAME = "paddlecloud-services-stay-inside"
 
 
 def pod_security_labels(level: str = "restricted") -> dict[str, str]:
@@ -132,36 +129,6 @@ def resource_quota(ns: str, hard: dict[str, str], annotations: dict[str, str] | 
     if annotations:
         metadata["annotations"] = dict(annotations)
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": metadata, "spec": {"hard": dict(hard)}}
-
-
-def service_exposure_policy() -> list[dict]:
-    """A ValidatingAdmissionPolicy and its binding: in user namespaces (labelled with the user),
-    no Service of type NodePort or LoadBalancer, and none with externalIPs."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": EXPOSURE_POLICY_NAME, "labels": dict(MANAGED_BY)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                    "operations": ["CREATE", "UPDATE"], "resources": ["services"]}]},
-            "validations": [
-                {"expression": "!has(object.spec.type) || object.spec.type in ['ClusterIP', 'ExternalName']",
-                 "message": "Services in PaddleCloud user namespaces stay inside the cluster: "
-                            "type NodePort and LoadBalancer are not allowed.", "reason": "Forbidden"},
-                {"expression": "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
-                 "message": "Services in PaddleCloud user namespaces stay inside the cluster: "
-                            "externalIPs are not allowed.", "reason": "Forbidden"},
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": EXPOSURE_POLICY_NAME, "labels": dict(MANAGED_BY)},
-        "spec": {"policyName": EXPOSURE_POLICY_NAME, "validationActions": ["Deny"],
-                 "matchResources": {"namespaceSelector": {"matchExpressions": [
-                     {"key": USER_LABEL, "operator": "Exists"}]}}},
-    }
-    return [policy, binding]
 
 
 def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE,

@@ -21,11 +21,14 @@ from ..jobkinds import JOB_KINDS
 from ..errors import NoNamespace
 from ..backends.registry import KUBERNETES, config_section
 from ..manifests import catalogue_volumes
+from ..policies import PodRules
 from ..quantity import check_quantity, parse_quantity
 from ..tenancy import EPHEMERAL_STORAGE_LIMIT, EPHEMERAL_STORAGE_REQUEST, LIMIT_RANGE_MAX, OBJECT_QUOTA
 from ..quota.model import JobUsage, Limits, QuotaInputError
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 
 # The notebook choices until a site names its own (HubSettings.profiles).
 DEFAULT_PROFILES = (
@@ -52,6 +55,13 @@ class HubSettings:
     gpu_resource: str = GPU_RESOURCE
     gpu_node_selector: dict = dataclasses.field(default_factory=dict)
     gpu_tolerations: tuple[dict, ...] = ()
+    # What pods in user namespaces may carry beyond what the product sets (the admission policy
+    # paddle_ext.policies.user_pod_policies refuses the rest): tolerations besides gpu_tolerations
+    # (e.g. the ones a Kueue ResourceFlavor adds when it admits a job), and priority classes
+    # (include the cluster's globalDefault PriorityClass, if it has one: the API server writes
+    # it into every pod that names none).
+    allowed_tolerations: tuple[dict, ...] = ()
+    allowed_priority_classes: tuple[str, ...] = ()
     datasets: tuple[dict, ...] = ()
     home_capacity: str = "10Gi"
     home_storage_class: str | None = None
@@ -153,6 +163,12 @@ class HubSettings:
                     check_quantity(str(value))
                 except ValueError as exc:
                     raise ValueError(f"{name}.{key}: {exc}") from exc
+        for toleration in (*self.gpu_tolerations, *self.allowed_tolerations):
+            if not isinstance(toleration, dict) or set(toleration) - _TOLERATION_KEYS:
+                raise ValueError(f"a toleration is a mapping of {', '.join(sorted(_TOLERATION_KEYS))} (got {toleration!r})")
+        for name in self.allowed_priority_classes:
+            if not _DNS_SUBDOMAIN.match(name):
+                raise ValueError(f"allowed_priority_classes: '{name}' is not a PriorityClass name")
         if self.user_network_policy and not self.user_network_policy.get("hub_pod_labels"):
             raise ValueError("user_network_policy needs hub_pod_labels (and proxy_pod_labels): "
                              "the pods that may reach notebooks")
@@ -165,8 +181,8 @@ class HubSettings:
 HOME_MOUNT = "/home/jovyan"
 HOME_CLAIM_TEMPLATE = "home-{username}"
 _BOOL_FIELDS = ("jobs_share_home", "allow_all")
-_NAME_LIST_FIELDS = ("allowed_users", "allowed_groups")  # comma-separated in the environment
-_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
+_NAME_LIST_FIELDS = ("allowed_users", "allowed_groups", "allowed_priority_classes")  # comma-separated in the environment
+_TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "allowed_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
 _JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy",
                                 "limit_range_max", "object_quota")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
@@ -258,6 +274,18 @@ def profile_list(settings: HubSettings) -> list[dict]:
 def notebook_datasets(settings: HubSettings) -> tuple[list[dict], list[dict]]:
     """Every catalogue dataset, read-only, at the same paths job pods use."""
     return catalogue_volumes([d["name"] for d in settings.datasets], settings.datasets)
+
+
+def pod_rules(settings: HubSettings) -> PodRules:
+    """What the admission policy lets pods and Jobs in user namespaces carry on this site: the
+    GPU tolerations the product adds and the site's others, its priority classes, the catalogue's
+    claims (read-only only) and, with Kueue, the queue label (paddle_ext.policies)."""
+    claims = sorted({entry["volume"]["persistentVolumeClaim"]["claimName"] for entry in settings.datasets
+                     if "persistentVolumeClaim" in entry.get("volume", {})})
+    return PodRules(gpu_resource=settings.gpu_resource,
+                    tolerations=tuple(dict(t) for t in (*settings.gpu_tolerations, *settings.allowed_tolerations)),
+                    priority_classes=tuple(settings.allowed_priority_classes), dataset_claims=tuple(claims),
+                    queue_required=bool(settings.queue_name))
 
 
 def dataset_claims(settings: HubSettings, namespace: str) -> list[dict]:

@@ -8,7 +8,8 @@ notebook's ServiceAccount, Role and RoleBinding, a LimitRange, the dataset claim
 (paddle_ext.tenancy, paddle_ext.hub.settings), the user's ResourceQuota from the quota
 settings (paddle_ext.hub.quota_sync); then a profile the quota cannot fit is refused at
 once with the quota message, instead of a pod that never starts. Once per hub process,
-the cluster-wide admission policy that keeps users' Services inside the cluster.
+the cluster-wide admission policies that keep users' Services inside the cluster and fence
+the pods and Jobs of user namespaces (paddle_ext.policies).
 
 Each of these steps, and the home volume, is reported as it happens through
 KubeSpawner's progress events (`progress()`), so the hub's spawn page shows them before
@@ -29,14 +30,14 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Instance, default
 
-from .. import tenancy
+from .. import policies, tenancy
 from ..constants import HUB_API_PORT
 from ..errors import QuotaExceeded
 from ..kubeapi import KubeApi
 from ..quota.model import check_fits, resource_quota_terms
 from ..quota.store import KubernetesQuotaStore
 from .quota_sync import QuotaSync
-from .settings import HubSettings, dataset_claims, notebook_request
+from .settings import HubSettings, dataset_claims, notebook_request, pod_rules
 
 _KUBE_API: KubeApi | None = None
 # JupyterHub.template_paths: the spawn page that lists the steps below in view.
@@ -86,6 +87,12 @@ class PaddleCloudSpawner(KubeSpawner):
         Services inside the cluster (no NodePort, LoadBalancer or externalIPs; paddle_ext.tenancy) exists,
         once per hub process. Needs the hub to be allowed to create ValidatingAdmissionPolicies and their
         bindings; turn it off only where the cluster's admins install that policy themselves.""").tag(config=True)
+    user_pod_policy = Bool(True, help="""Make sure the ValidatingAdmissionPolicies that fence pods and Jobs in
+        user namespaces (no nodeName, only the site's tolerations and priority classes, no GPU-runtime
+        variables without a GPU, dataset claims read-only, the Kueue queue label; paddle_ext.policies) exist
+        and match the settings, once per hub process. Needs the hub to be allowed to create and update
+        ValidatingAdmissionPolicies and their bindings; off where the cluster's admins (or the Helm chart)
+        install them.""").tag(config=True)
     sync_quota = Bool(True, help="""Write the user's ResourceQuota from the quota settings (the ConfigMap
         in the hub's namespace, or HubSettings.default_quota until an admin saves one) before each
         start.""").tag(config=True)
@@ -167,13 +174,44 @@ class PaddleCloudSpawner(KubeSpawner):
         if PaddleCloudSpawner._policy_ensured or not self.service_exposure_policy:
             return
         admission = AdmissionregistrationV1Api(self.api.api_client)
-        policy, binding = tenancy.service_exposure_policy()
+        policy, binding = policies.service_exposure_policy()
         await self._create_ignoring_conflict(admission.create_validating_admission_policy, policy)
         await self._create_ignoring_conflict(admission.create_validating_admission_policy_binding, binding)
         PaddleCloudSpawner._policy_ensured = True
 
+    _pod_policy_ensured = False  # class-wide: once per hub process
+
+    async def _ensure_pod_policy(self) -> None:
+        if PaddleCloudSpawner._pod_policy_ensured or not self.user_pod_policy:
+            return
+        admission = AdmissionregistrationV1Api(self.api.api_client)
+        kinds = {"ValidatingAdmissionPolicy": (admission.create_validating_admission_policy,
+                                               admission.read_validating_admission_policy,
+                                               admission.replace_validating_admission_policy),
+                 "ValidatingAdmissionPolicyBinding": (admission.create_validating_admission_policy_binding,
+                                                      admission.read_validating_admission_policy_binding,
+                                                      admission.replace_validating_admission_policy_binding)}
+        # In order: a binding is made after its policy. Replaced when there: the rules follow the settings.
+        for body in policies.user_pod_policies(pod_rules(self.paddlecloud_settings)):
+            create, read, replace = kinds[body["kind"]]
+            await self._create_or_replace_cluster_object(create, read, replace, body)
+        PaddleCloudSpawner._pod_policy_ensured = True
+
+    async def _create_or_replace_cluster_object(self, create: Callable, read: Callable, replace: Callable,
+                                                body: dict) -> None:
+        timeout, name = self.k8s_api_request_timeout, body["metadata"]["name"]
+        try:
+            await asyncio.wait_for(create(body), timeout)
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        current = await asyncio.wait_for(read(name), timeout)
+        body = {**body, "metadata": {**body["metadata"], "resourceVersion": current.metadata.resource_version}}
+        await asyncio.wait_for(replace(name, body), timeout)
+
     async def _ensure_namespace(self):
-        await run_all(super()._ensure_namespace(), self._ensure_service_policy())
+        await run_all(super()._ensure_namespace(), self._ensure_service_policy(), self._ensure_pod_policy())
         # KubeSpawner takes a namespace that exists already (409) as it is: nothing is bound or
         # replaced in it unless it is ours, and its Pod Security labels are made sure each time.
         await claim_namespace(self.api, self.namespace, self._expand_all(self.user_namespace_labels),

@@ -1,6 +1,11 @@
 """Helpers shared by the cluster tier tests."""
 
+import json
+
+import kubernetes
 from serverutil import wait_for, wait_for_async  # noqa: F401 (the suite's one wait; cluster tests import it from here)
+
+from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT
 
 
 # KWOK's fake GPU nodes: placement, scheduling and scale (nothing runs there). With a real
@@ -13,3 +18,22 @@ def on_kwok_nodes(pod_spec: dict) -> dict:
     """`pod_spec` placed on the KWOK nodes (their label, their taint tolerated)."""
     return {**pod_spec, "nodeSelector": {**pod_spec.get("nodeSelector", {}), **KWOK_NODES},
             "tolerations": [*pod_spec.get("tolerations", []), GPU_TOLERATION]}
+
+
+def api_message(exc: kubernetes.client.ApiException) -> str:
+    try:
+        return json.loads(exc.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return str(exc.body)
+
+
+def as_user(cluster, core_v1, ns, service_account: str = NOTEBOOK_SERVICE_ACCOUNT) -> kubernetes.client.ApiClient:
+    """An API client with the token of the user's notebook service account in `ns` (or of
+    another service account there)."""
+    token = core_v1.create_namespaced_service_account_token(
+        service_account, ns, {"spec": {"expirationSeconds": 900}}).status.token
+    config = kubernetes.client.Configuration()
+    config.host = cluster.server
+    config.ssl_ca_cert = cluster.pki["ca.crt"]
+    config.api_key = {"authorization": f"Bearer {token}"}
+    return kubernetes.client.ApiClient(config)

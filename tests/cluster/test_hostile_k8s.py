@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specgen
-from cluster_helpers import wait_for, wait_for_async
-from paddle_ext import tenancy
+from cluster_helpers import api_message, as_user, wait_for, wait_for_async
+from paddle_ext import policies, tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
-from paddle_ext.constants import FAILED_ANNOTATION, NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION, USER_LABEL
+from paddle_ext.constants import FAILED_ANNOTATION, SPEC_ANNOTATION, USER_LABEL
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.jobkinds import job_objects
 from paddle_ext.manifests import ManifestSettings, literal
@@ -38,13 +38,6 @@ DATASETS = (
     {"name": "coco", "mount_path": "/datasets/coco", "volume": {"persistentVolumeClaim": {"claimName": "coco"}}},
 )
 FIGURES: dict[str, int] = {}
-
-
-def api_message(exc: kubernetes.client.ApiException) -> str:
-    try:
-        return json.loads(exc.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return str(exc.body)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -140,7 +133,7 @@ def service(name: str, **spec) -> dict:
 
 @pytest.fixture
 def exposure_policy(admission_v1):
-    policy, binding = tenancy.service_exposure_policy()
+    policy, binding = policies.service_exposure_policy()
     for create, body in ((admission_v1.create_validating_admission_policy, policy),
                          (admission_v1.create_validating_admission_policy_binding, binding)):
         try:
@@ -152,7 +145,7 @@ def exposure_policy(admission_v1):
     for delete in (admission_v1.delete_validating_admission_policy_binding,
                    admission_v1.delete_validating_admission_policy):
         try:
-            delete(tenancy.EXPOSURE_POLICY_NAME)
+            delete(policies.EXPOSURE_POLICY_NAME)
         except kubernetes.client.ApiException:
             pass
 
@@ -172,17 +165,6 @@ def user_namespace(core_v1, rbac_v1, make_namespace) -> str:
     wait_for(lambda: core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns).status.hard,
              what="the quota controller to count the namespace's Services")
     return ns
-
-
-def as_user(cluster, core_v1, ns) -> kubernetes.client.ApiClient:
-    """An API client with the token of the user's notebook service account in `ns`."""
-    token = core_v1.create_namespaced_service_account_token(
-        NOTEBOOK_SERVICE_ACCOUNT, ns, {"spec": {"expirationSeconds": 900}}).status.token
-    config = kubernetes.client.Configuration()
-    config.host = cluster.server
-    config.ssl_ca_cert = cluster.pki["ca.crt"]
-    config.api_key = {"authorization": f"Bearer {token}"}
-    return kubernetes.client.ApiClient(config)
 
 
 def as_service_account(cluster, core_v1, ns) -> kubernetes.client.CoreV1Api:

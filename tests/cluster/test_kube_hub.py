@@ -18,7 +18,7 @@ import requests
 from cluster_helpers import GPU_TOLERATION, wait_for
 from hubutil import HubError
 from kubehub import SMALL, KubeHub, follow, in_notebook, notebook_pod, ns
-from paddle_ext import tenancy
+from paddle_ext import policies
 from serverutil import sse_events
 from tools.k8s.cluster import IMAGE_REFS
 
@@ -41,7 +41,7 @@ def test_a_gpu_profile_gets_a_restricted_gpu_pod_on_a_gpu_node_in_a_prepared_nam
     assert quota.spec.hard["requests.nvidia.com/gpu"] == "2"
     assert quota.spec.hard["services.nodeports"] == quota.spec.hard["services.loadbalancers"] == "0"
     admission = kubernetes.client.AdmissionregistrationV1Api(core_v1.api_client)
-    assert admission.read_validating_admission_policy_binding(tenancy.EXPOSURE_POLICY_NAME).spec.validation_actions \
+    assert admission.read_validating_admission_policy_binding(policies.EXPOSURE_POLICY_NAME).spec.validation_actions \
         == ["Deny"]
     container = pod.spec.containers[0]
     assert container.image == "docker.io/paddlecloud/notebook:3.3.1-gpu"

@@ -15,9 +15,9 @@ import yaml
 
 from helmlib import (CHART, MATRIX, REPO, documents, find, helm, notes, readme_values, secret_data, settings_text,
                      template, values_file)
-from paddle_ext import tenancy
+from paddle_ext import policies, tenancy
 from paddle_ext.manifests import container_security_context, pod_security_context
-from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, profile_list,
+from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, pod_rules, profile_list,
                                      traitlets_passthrough)
 
 pytestmark = pytest.mark.usefixtures("k8s_tools")
@@ -70,7 +70,9 @@ def test_every_values_file_renders_and_each_object_is_what_the_hub_expects(name)
               "Service/hub", "Service/proxy-public", "Service/proxy-api", "Deployment/hub", "Deployment/proxy",
               "ClusterRole/pc-hub", "ClusterRoleBinding/pc-hub", "Role/hub", "RoleBinding/hub",
               "ClusterRole/pc-notebook", "ValidatingAdmissionPolicy/paddlecloud-services-stay-inside",
-              "ValidatingAdmissionPolicyBinding/paddlecloud-services-stay-inside", "PodDisruptionBudget/proxy"}
+              "ValidatingAdmissionPolicyBinding/paddlecloud-services-stay-inside", "PodDisruptionBudget/proxy",
+              *(f"{kind}/{name}" for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+                for name in (policies.POD_POLICY_NAME, policies.JOB_POLICY_NAME, policies.HUB_POLICY_NAME))}
     assert always <= set(kinds), always - set(kinds)
     assert len(kinds) == len(set(kinds)), "an object is rendered twice"
     for doc in docs:
@@ -197,9 +199,26 @@ def test_the_notebook_cluster_role_holds_exactly_the_notebook_rules():
 
 def test_the_services_policy_is_the_one_the_spawner_would_make():
     docs = documents(template(values_file("minimal")))
-    for expected in tenancy.service_exposure_policy():
+    for expected in policies.service_exposure_policy():
         got = find(docs, expected["kind"], expected["metadata"]["name"])
         assert got["spec"] == expected["spec"]
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_the_pod_job_and_hub_policies_are_the_ones_the_code_makes_for_the_same_settings(name, tmp_path):
+    docs = documents(template(values_file(name), namespace="pc-system"))
+    path = tmp_path / "values.yaml"
+    path.write_text(settings_text(docs))
+    settings = HubSettings.load(str(path), environ={})
+    expected = [*policies.user_pod_policies(pod_rules(settings)), *policies.hub_policy("pc-system", "hub")]
+    for obj in expected:
+        got = find(docs, obj["kind"], obj["metadata"]["name"])
+        assert got["spec"] == obj["spec"], obj["metadata"]["name"]
+    rules = pod_rules(settings)
+    if name == "full":  # the values' own tolerations, classes and dataset claim reach the policy
+        assert rules.priority_classes == ("research-low",) and rules.dataset_claims == ("team-datasets",)
+        assert len(rules.tolerations) == 2
+    assert rules.queue_required == (name == "kueue")
 
 
 def test_secrets_are_generated_once_per_render_and_the_pods_checksums_agree():
@@ -230,7 +249,7 @@ def test_hub_config_is_passed_through_in_the_secret(tmp_path):
         "GitHubOAuthenticator": {"client_id": "an-id", "client_secret": "a-secret",
                                  "oauth_callback_url": "https://hub.example.org/hub/oauth_callback"},
         # The chart installs the Services policy, so the hub does not (and may not).
-        "PaddleCloudSpawner": {"service_exposure_policy": False}}
+        "PaddleCloudSpawner": {"service_exposure_policy": False, "user_pod_policy": False}}
 
 
 def test_a_settings_change_changes_the_hubs_checksum_and_not_the_proxys(tmp_path):

@@ -272,7 +272,7 @@ HUB_MAY = [
     ("list", "pods", "*"), ("watch", "pods", "*"), ("list", "events", "*"), ("watch", "events", "*"),
     *((verb, "persistentvolumeclaims", USER_NS) for verb in ("get", "create", "delete")),
     ("create", "serviceaccounts", USER_NS), ("create", "limitranges", USER_NS), ("update", "limitranges", USER_NS),
-    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "update", "patch", "delete")),
+    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "patch", "delete")),
     ("delete", "services", USER_NS), ("list", "nodes", None),
     *((verb, "jobs.batch", USER_NS) for verb in ("get", "list", "patch")),
     ("create", "rolebindings.rbac.authorization.k8s.io", USER_NS),
@@ -299,6 +299,7 @@ HUB_MAY_NOT = [
     ("create", "validatingadmissionpolicies.admissionregistration.k8s.io", None),
     ("delete", "validatingadmissionpolicybindings.admissionregistration.k8s.io", None),
     ("create", "jobs.batch", USER_NS), ("create", "services", USER_NS),
+    ("update", "resourcequotas", USER_NS),  # patched, never replaced
 ]
 
 
@@ -339,6 +340,43 @@ def test_the_hub_service_account_may_do_what_the_code_does_and_nothing_it_must_n
                check=False).stdout.strip() == "no"
     policies = {p["metadata"]["name"] for p in d.get("networkpolicies", "-n", USER_NS)["items"]}
     assert policies == {"paddlecloud-notebook-ingress", "paddlecloud-pods-ingress", "paddlecloud-egress"}
+
+
+# What RBAC grants the hub cluster-wide (user namespaces are made at spawn, RBAC cannot name
+# them) and the chart's admission policy (paddle_ext.policies.hub_policy) refuses outside them:
+# each is tried for real as the hub, as a server-side dry run (admission runs, nothing is kept).
+HUB_OUTSIDE_USER_NAMESPACES = [
+    ("run", "grab", "--image=registry.k8s.io/pause:3.10", "-n", "kube-system"),
+    ("create", "serviceaccount", "grab", "-n", "kube-system"),
+    ("create", "rolebinding", "grab", f"--clusterrole={RELEASE}-notebook", "--serviceaccount=kube-system:default",
+     "-n", "kube-system"),
+    ("create", "configmap", "grab", "-n", NS),  # its own namespace: the quota ConfigMap only
+]
+
+
+def test_the_hub_is_refused_outside_user_namespaces_though_rbac_allows_it(deployment):
+    d = deployment
+    assert d.url, "the install step failed"
+    as_hub = ("--as", HUB_SA, "--dry-run=server")
+    assert can_i(d, "create", "pods", "kube-system") is True  # RBAC alone would let it
+    for command in HUB_OUTSIDE_USER_NAMESPACES:
+        proc = d.k(*command, *as_hub, check=False)
+        assert proc.returncode != 0, f"kubectl {' '.join(command)} as the hub was allowed: {proc.stdout}"
+        assert "The PaddleCloud hub acts only in its users' namespaces" in proc.stderr, proc.stderr
+    # Namespaces: only ours, only under Pod Security restricted, never relabelled into ours.
+    made_ours = ("label", "namespace", "kube-system", "app.kubernetes.io/managed-by=paddlecloud",
+                 "paddlecloud.io/user=mallory")
+    unlabelled = ("create", "namespace", "grab")
+    for command in (made_ours, unlabelled):
+        proc = d.k(*command, *as_hub, check=False)
+        assert proc.returncode != 0 and "The PaddleCloud hub may only make and change its users' namespaces" \
+            in proc.stderr, proc.stderr
+    privileged = d.k("label", "namespace", USER_NS, "--overwrite", "pod-security.kubernetes.io/enforce=privileged",
+                     *as_hub, check=False)
+    assert privileged.returncode != 0 and "pod-security.kubernetes.io/enforce=restricted" in privileged.stderr
+    # What the hub does in a user namespace still passes.
+    allowed = d.k("create", "serviceaccount", "probe", "-n", USER_NS, *as_hub, check=False)
+    assert allowed.returncode == 0, allowed.stderr
 
 
 def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(deployment):

@@ -175,7 +175,7 @@ async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_n
     monkeypatch.setattr(KubeSpawner, "_make_create_pod_request", done)
     monkeypatch.setattr(paddle_ext.hub.spawner, "claim_namespace", done)
     spawner = PaddleCloudSpawner(_mock=True, enable_user_namespaces=True, events_enabled=False,
-                                 service_exposure_policy=False, sync_quota=False,
+                                 service_exposure_policy=False, user_pod_policy=False, sync_quota=False,
                                  paddlecloud_settings=HubSettings())
     for step in ("_make_rbac", "_make_network_policies", "_make_queue", "_make_limit_range",
                  "_make_dataset_claims", "_check_quota_fits"):

@@ -96,7 +96,7 @@ async def test_a_refused_namespace_stops_the_spawn_before_any_right_is_bound(mon
     monkeypatch.setattr(kubespawner.spawner, "shared_client", lambda _name: None)
     monkeypatch.setattr(KubeSpawner, "_ensure_namespace", nothing)  # the create: a 409, ignored
     spawner = PaddleCloudSpawner(_mock=True, enable_user_namespaces=True, events_enabled=False,
-                                 service_exposure_policy=False, sync_quota=False, paddlecloud_settings=HubSettings())
+                                 service_exposure_policy=False, user_pod_policy=False, sync_quota=False, paddlecloud_settings=HubSettings())
     spawner.api = FakeCoreApi({"kubernetes.io/metadata.name": spawner.namespace})
     for step in ("_make_rbac", "_make_network_policies", "_make_queue", "_make_limit_range",
                  "_make_dataset_claims", "_check_quota_fits"):

@@ -204,7 +204,7 @@ def test_gpu_hours_windows_and_running_jobs():
 def test_the_service_exposure_policy_is_valid_kubernetes():
     import kubernetes_validate
 
-    from paddle_ext.tenancy import service_exposure_policy
+    from paddle_ext.policies import service_exposure_policy
 
     policy, binding = service_exposure_policy()
     for obj in (policy, binding):

@@ -15,6 +15,30 @@ per namespace, as in Zero to JupyterHub); cluster-wide ones carry the release na
 {{- /* The admission policy that keeps users' Services inside (paddle_ext.tenancy.EXPOSURE_POLICY_NAME). */}}
 {{- define "pc.exposurePolicy" -}}paddlecloud-services-stay-inside{{- end }}
 
+{{- /*
+What pods in user namespaces may carry (paddle_ext.hub.settings.pod_rules, as the variables of
+paddle_ext.policies.user_pod_policies: CEL literals, which JSON is; tests/helm checks they agree).
+Tolerations as key|operator|value|effect, after the two the API server adds to every pod.
+*/}}
+{{- define "pc.policy.gpu" -}}{{ .Values.settings.gpu_resource | default "nvidia.com/gpu" | toJson }}{{- end }}
+{{- define "pc.policy.tolerations" -}}
+{{- $keys := list "node.kubernetes.io/not-ready|Exists||NoExecute" "node.kubernetes.io/unreachable|Exists||NoExecute" }}
+{{- range $t := concat (.Values.settings.gpu_tolerations | default list) (.Values.settings.allowed_tolerations | default list) }}
+{{- $keys = append $keys (printf "%s|%s|%s|%s" ($t.key | default "") ($t.operator | default "Equal") (toString ($t.value | default "")) ($t.effect | default "")) }}
+{{- end }}
+{{- toJson $keys }}
+{{- end }}
+{{- define "pc.policy.priorityClasses" -}}{{ .Values.settings.allowed_priority_classes | default list | toJson }}{{- end }}
+{{- define "pc.policy.datasetClaims" -}}
+{{- $claims := list }}
+{{- range $d := (.Values.settings.datasets | default list) }}
+{{- if and $d.volume (hasKey $d.volume "persistentVolumeClaim") }}
+{{- $claims = append $claims $d.volume.persistentVolumeClaim.claimName }}
+{{- end }}
+{{- end }}
+{{- $claims | uniq | sortAlpha | toJson }}
+{{- end }}
+
 {{- /* paddle_ext.constants.HUB_API_PORT (tests/unit checks they are the same). */}}
 {{- define "pc.hubApiPort" -}}8081{{- end }}
 {{- define "pc.quotaPort" -}}10101{{- end }}
@@ -61,12 +85,13 @@ Secret and the pods' checksum annotations agree even on the first install.
 
 {{- /*
 The traitlets passthrough the hub loads last: hub.config, plus what the chart decides
-(the chart installs the Services admission policy itself, so the hub need not).
+(the chart installs the admission policies itself, so the hub need not).
 */}}
 {{- define "pc.hubConfig" -}}
 {{- $config := deepCopy .Values.hub.config }}
 {{- $spawner := get $config "PaddleCloudSpawner" | default dict }}
 {{- $_ := set $spawner "service_exposure_policy" false }}
+{{- $_ := set $spawner "user_pod_policy" false }}
 {{- $_ := set $config "PaddleCloudSpawner" $spawner }}
 {{- toYaml $config }}
 {{- end }}
