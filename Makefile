@@ -15,7 +15,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
 .PHONY: help setup labext demo test lint test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
-  browser-deps cluster-deps clean
+  browser-deps login-deps cluster-deps clean
 
 help:
 	@echo "make demo   start the local PaddleCloud Hub at http://127.0.0.1:$(PORT)"
@@ -42,6 +42,12 @@ labext: $(VENV_STAMP)
 browser-deps:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's OpenLDAP server and client tools: the login tests run their own slapd on 127.0.0.1
+# (tests/ldaputil.py); the system's slapd service is not started or configured.
+login-deps:
+	@{ test -x /usr/sbin/slapd && command -v ldapmodify >/dev/null; } || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils >/dev/null; }
+
 demo: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH \
 	  $(VPY) -m paddle_ext.hub.demo --port $(PORT)
@@ -49,7 +55,7 @@ demo: setup
 include tools/k8s/k8s.mk
 include benchmarks/bench.mk
 
-test: setup browser-deps
+test: setup browser-deps login-deps
 	$(MAKE) lint test-unit test-lab test-local test-cluster test-browser test-helm
 
 # The quick static tier, first: ruff's checks as configured in pyproject.toml (seconds). The
@@ -89,7 +95,7 @@ test-unit: setup
 test-lab: setup
 	cd labextension && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest
 
-test-local: setup
+test-local: setup login-deps
 	$(call tier,local)
 
 test-cluster: setup cluster-deps
