@@ -42,9 +42,16 @@ labext: $(VENV_STAMP)
 browser-deps:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# Debian's OpenLDAP server and client tools: the login tests run their own slapd on 127.0.0.1
-# (tests/ldaputil.py); the system's slapd service is not started or configured.
-login-deps:
+# The login tests' real servers on 127.0.0.1: Debian's OpenLDAP server and client tools (each
+# test runs its own slapd, tests/ldaputil.py; the system's slapd service is not started or
+# configured), and the OpenID Connect provider (oidc-provider from npm, tests/oidcutil.py),
+# installed again only when its lock file changes.
+OIDC_PROVIDER := tests/oidc/node_modules/.stamp
+$(OIDC_PROVIDER): tests/oidc/package-lock.json
+	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+login-deps: $(OIDC_PROVIDER)
 	@{ test -x /usr/sbin/slapd && command -v ldapmodify >/dev/null; } || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils >/dev/null; }
 

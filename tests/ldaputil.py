@@ -12,16 +12,14 @@ Changes while it runs go through ldapmodify as the directory's manager, as an ad
 
 from __future__ import annotations
 
-import ctypes
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from serverutil import free_port, wait_for
+from serverutil import die_with_parent, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -36,7 +34,6 @@ SUFFIX = "dc=paddlecloud,dc=test"
 MANAGER_DN = f"cn=manager,{SUFFIX}"
 PEOPLE = f"ou=people,{SUFFIX}"
 GROUPS = f"ou=groups,{SUFFIX}"
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass(frozen=True)
@@ -60,10 +57,6 @@ def person_dn(uid: str) -> str:
 
 def group_dn(name: str) -> str:
     return f"cn={name},{GROUPS}"
-
-
-def _die_with_parent() -> None:  # runs in the child before exec
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _run(args: list[str], input: str | None = None) -> str:
@@ -138,7 +131,7 @@ access to * by * read
         # -d: stay in the foreground (our child, stopped by us); stats: one line per operation
         self.proc = subprocess.Popen(
             [SLAPD, "-d", "stats", "-F", str(self.folder / "slapd.d"), "-h", f"{self.url}/"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
         log.close()
         procutil.CHILDREN[self.proc.pid] = self.proc
 

@@ -18,6 +18,7 @@ hubutil.py (the local JupyterHub, login) and browser/labpage.py (pages) build on
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -49,6 +50,15 @@ def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "the con
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last seen: {value!r}"[:3000])
         time.sleep(interval)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """preexec_fn for a server a test starts (slapd, the OIDC provider): the kernel kills it
+    when the test process dies, even by SIGKILL, so nothing is left behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def processes_under(home: Path | str) -> list[psutil.Process]:

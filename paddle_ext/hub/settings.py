@@ -237,7 +237,16 @@ def group_traits(settings: HubSettings, authenticator: type) -> dict[str, Any]:
     # system's LocalAuthenticator) read groups elsewhere and return none to manage.
     if (settings.allowed_groups or settings.admin_groups) and "auth_state_groups_key" in known:
         traits["manage_groups"] = True
+    if settings.allowed_groups and "custom_403_message" in known:  # OAuthenticator's refusal page
+        traits["custom_403_message"] = not_allowed_message(settings.allowed_groups)
     return traits
+
+
+def not_allowed_message(groups) -> str:
+    """What someone sees who signed in but is in none of the groups allowed (OAuth providers;
+    LDAPGroupsAuthenticator says the same with the user's name)."""
+    return (f"You signed in, but are in none of the groups that may use this hub ({', '.join(sorted(groups))}). "
+            "Ask your administrator to add you to one of them.")
 
 
 def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str:

@@ -139,7 +139,9 @@ def test_oauthenticator_gets_manage_groups_whenever_groups_decide_who_logs_in_or
 
     traits = login_access(HubSettings(allowed_groups=("vision",), admin_groups=("hub-admins",)), generic)
     assert traits == {"allow_all": False, "allow_existing_users": False, "allowed_groups": {"vision"},
-                      "admin_groups": {"hub-admins"}, "manage_groups": True}
+                      "admin_groups": {"hub-admins"}, "manage_groups": True,
+                      "custom_403_message": "You signed in, but are in none of the groups that may use this hub "
+                                            "(vision). Ask your administrator to add you to one of them."}
     assert "manage_groups" not in login_access(HubSettings(allowed_users=("alice",)), generic)
     # OAuthenticator refuses allowed_groups without manage_groups: the traits must load together
     generic(**{name: value for name, value in traits.items()})
