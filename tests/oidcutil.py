@@ -23,6 +23,8 @@ from pathlib import Path
 
 import requests
 
+from hubutil import LocalHub
+from loginvalues import hub_environment, readme_login_values, with_config
 from serverutil import die_with_parent, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,20 +119,48 @@ class OIDCProvider:
         except FileNotFoundError:
             return "(no provider log)"
 
-    def hub_config(self, hub_url: str) -> dict:
-        """GenericOAuthenticator's traits for this provider (the chart's hub.config; README: OIDC).
-        The client secret is not here: OAuthenticator reads it from $OAUTH_CLIENT_SECRET."""
-        return {"GenericOAuthenticator": {
-            "client_id": CLIENT_ID,
-            "oauth_callback_url": f"{hub_url}/hub/oauth_callback",
-            "authorize_url": self.discovery["authorization_endpoint"],
-            "token_url": self.discovery["token_endpoint"],
-            "userdata_url": self.discovery["userinfo_endpoint"],
-            "scope": ["openid", "profile", "email", "groups"],
-            "username_claim": "preferred_username",
-            "auth_state_groups_key": "oauth_user.groups",
-            "login_service": "PaddleCloud SSO",
-        }}
+    def endpoints(self) -> dict[str, str]:
+        """GenericOAuthenticator's three URLs, from the provider's discovery document."""
+        return {"authorize_url": self.discovery["authorization_endpoint"],
+                "token_url": self.discovery["token_endpoint"],
+                "userdata_url": self.discovery["userinfo_endpoint"]}
+
+
+# The provider's users: alice is an admin through her group, eve is in no allowed group.
+ACCOUNTS = {"alice": Account("alice-sso-pw", ["vision", "audio", "hub-admins"]),
+            "bob": Account("bob-sso-pw", ["vision", "audio"]),
+            "eve": Account("eve-sso-pw", ["outsiders"])}
+
+
+class OIDCHub(LocalHub):
+    """The local hub (hub_config/local_config.py) logging in through its own OIDCProvider with
+    the README's OpenID Connect values, configured as the chart does from them (tests/loginvalues.py),
+    the provider's and this hub's addresses put in for example.org; the client secret in the
+    environment variable the values' secretEnv names (from a Secret in the chart)."""
+
+    def __init__(self, home, accounts: dict[str, Account] = ACCOUNTS):
+        super().__init__(home)
+        self.provider = OIDCProvider(self.home.parent / "provider", accounts, f"{self.url}/hub/oauth_callback")
+        self.config_file = self.home.parent / "hub-config.yaml"
+        self.values = readme_login_values("oidc")
+        self.login_service = self.values["hub"]["config"]["GenericOAuthenticator"]["login_service"]
+
+    def start(self, timeout: float = 120) -> "OIDCHub":
+        self.provider.start()
+        self.values = with_config(self.values, "GenericOAuthenticator", oauth_callback_url=f"{self.url}/hub/oauth_callback",
+                                  **self.provider.endpoints())
+        return super().start(timeout)
+
+    def stop(self, grace: float = 90) -> list[str]:
+        try:
+            return super().stop(grace)
+        finally:
+            self.provider.stop()
+
+    def environment(self) -> dict[str, str]:
+        (secret,) = self.values["hub"]["secretEnv"]
+        return {**super().environment(), **hub_environment(self.values, self.config_file),
+                secret["name"]: self.provider.client_secret}
 
 
 def login_through_provider(hub_url: str, name: str, password: str) -> tuple[requests.Session, requests.Response]:

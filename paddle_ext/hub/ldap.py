@@ -30,9 +30,9 @@ from ldapauthenticator import LDAPAuthenticator
 from tornado import web
 from traitlets import Bool, Set, Unicode, default
 
+from .settings import not_allowed_message
+
 BIND_PASSWORD_ENV = "LDAP_BIND_PASSWORD"  # lookup_dn_search_password, when lookup_dn searches as a service account
-NOT_ALLOWED = ("{username} signed in, but is in none of the groups that may use this hub ({groups}). "
-               "Ask your administrator to add you to one of them.")
 
 
 class LDAPGroupsAuthenticator(LDAPAuthenticator):
@@ -43,8 +43,6 @@ class LDAPGroupsAuthenticator(LDAPAuthenticator):
     admin_groups = Set(Unicode(), config=True, help=(
         "Names of the groups whose members are hub admins; someone no longer in one is no longer an admin at "
         "the next login (unless listed in admin_users)."))
-    not_allowed_message = Unicode(NOT_ALLOWED, config=True, help=(
-        "The page shown to someone whose password is right but who may not log in ({username}, {groups})."))
     manage_groups = Bool(True, config=True, help="The directory's groups are the user's hub groups at every login.")
 
     @default("lookup_dn_search_password")
@@ -116,9 +114,9 @@ class LDAPGroupsAuthenticator(LDAPAuthenticator):
                        for value in entry[self.group_name_attribute].values})
 
     async def check_allowed(self, username, auth_model):
-        if Authenticator.check_allowed(self, username, auth_model) or (auth_model or {}).get("admin"):
-            return True
+        if (Authenticator.check_allowed(self, username, auth_model) or username in self.admin_users
+                or (auth_model or {}).get("admin")):
+            return True  # allowed users, everyone (allow_all), admins by name or by group
         if self.allowed_groups and set((auth_model or {}).get("groups") or ()) & self.allowed_groups:
             return True
-        raise web.HTTPError(403, self.not_allowed_message.format(
-            username=username, groups=", ".join(sorted(self.allowed_groups)) or "none"))
+        raise web.HTTPError(403, not_allowed_message(self.allowed_groups))  # the page says why, not "wrong password"

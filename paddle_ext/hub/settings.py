@@ -243,8 +243,8 @@ def group_traits(settings: HubSettings, authenticator: type) -> dict[str, Any]:
 
 
 def not_allowed_message(groups) -> str:
-    """What someone sees who signed in but is in none of the groups allowed (OAuth providers;
-    LDAPGroupsAuthenticator says the same with the user's name)."""
+    """What someone sees who signed in but is in none of the groups allowed (OAuthenticator's
+    custom_403_message; LDAPGroupsAuthenticator's refusal)."""
     return (f"You signed in, but are in none of the groups that may use this hub ({', '.join(sorted(groups))}). "
             "Ask your administrator to add you to one of them.")
 

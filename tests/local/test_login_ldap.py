@@ -1,4 +1,4 @@
-"""LDAP login in the real JupyterHub (hub_config/local_config.py with
+"""LDAP login with the README's LDAP values in the real JupyterHub (hub_config/local_config.py with
 PADDLECLOUD_AUTHENTICATOR_CLASS) against a real OpenLDAP (slapd) the test seeds (tests/ldaputil.py):
 a bind with the right password logs in, a wrong one is refused, the directory's groups become
 hub groups at every login and reach the quota service, a directory admin group makes an admin,
@@ -13,38 +13,30 @@ import requests
 import yaml
 
 from hubutil import LocalHub, login
-from ldaputil import GROUPS, PEOPLE, PEOPLE_SEED, Directory, missing_tools
+from ldaputil import PEOPLE_SEED, SUFFIX, Directory, missing_tools
+from loginvalues import hub_environment, readme_login_text, with_config
 from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
               pytest.mark.skipif(bool(missing_tools()), reason="slapd/ldap-utils missing: run `make login-deps`")]
 
 PASSWORDS = {person.uid: person.password for person in PEOPLE_SEED}
-ALLOWED_GROUPS = "vision,audio"
-ADMIN_GROUPS = "hub-admins"
-
-
-def ldap_hub_config(directory: Directory) -> dict:
-    """The authenticator's traits, as the chart's hub.config holds them (README: LDAP)."""
-    return {"LDAPGroupsAuthenticator": {
-        "server_address": "127.0.0.1", "server_port": directory.port,
-        "tls_strategy": "insecure",  # 127.0.0.1 in the test; a real directory uses TLS (README)
-        "bind_dn_template": [f"uid={{username}},{PEOPLE}"],
-        "group_search_base": GROUPS,
-    }}
 
 
 class LDAPHub(LocalHub):
+    """The local hub with the README's LDAP values (tests/loginvalues.py), configured as the chart
+    does from them, with this test's directory put in for ldap.example.org: its address and port,
+    its tree, and no TLS (127.0.0.1; the README's directory speaks LDAPS)."""
+
     def __init__(self, home, directory: Directory):
         super().__init__(home)
         self.config_file = self.home.parent / "hub-config.yaml"
-        self.config_file.write_text(yaml.safe_dump(ldap_hub_config(directory)))
+        values = yaml.safe_load(readme_login_text("ldap").replace("dc=example,dc=org", SUFFIX))
+        self.values = with_config(values, "LDAPGroupsAuthenticator", server_address="127.0.0.1",
+                                  server_port=directory.port, tls_strategy="insecure")
 
     def environment(self) -> dict[str, str]:
-        return {**super().environment(),
-                "PADDLECLOUD_AUTHENTICATOR_CLASS": "paddle_ext.hub.ldap.LDAPGroupsAuthenticator",
-                "PADDLECLOUD_ALLOWED_GROUPS": ALLOWED_GROUPS, "PADDLECLOUD_ADMIN_GROUPS": ADMIN_GROUPS,
-                "PADDLECLOUD_HUB_CONFIG_FILE": str(self.config_file)}
+        return {**super().environment(), **hub_environment(self.values, self.config_file)}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +96,7 @@ def test_someone_outside_the_allowed_groups_is_refused_with_a_page_that_says_why
     response = form_login(hub, "eve", PASSWORDS["eve"])  # a right password; eve is only in "outsiders"
     assert response.status_code == 403
     text = re.sub(r"\s+", " ", response.text)
-    assert "eve signed in, but is in none of the groups that may use this hub (audio, vision)" in text
+    assert "You signed in, but are in none of the groups that may use this hub (audio, vision)" in text
     assert "Ask your administrator" in text
 
 

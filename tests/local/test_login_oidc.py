@@ -1,4 +1,4 @@
-"""OpenID Connect login in the real JupyterHub (hub_config/local_config.py with
+"""OpenID Connect login with the README's OIDC values in the real JupyterHub (hub_config/local_config.py with
 PADDLECLOUD_AUTHENTICATOR_CLASS=generic-oauth) against a real OIDC provider on 127.0.0.1
 (oidc-provider, tests/oidcutil.py): the OAuth dance through the provider's own login form,
 driven by an HTTP client; the groups claim becomes hub groups at every login and reaches the
@@ -11,43 +11,12 @@ import re
 
 import pytest
 import requests
-import yaml
 
-from hubutil import LocalHub
-from oidcutil import Account, OIDCProvider, login_through_provider, missing
+from oidcutil import ACCOUNTS, OIDCHub, login_through_provider, missing
 from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
               pytest.mark.skipif(bool(missing()), reason=missing() or "-")]
-
-ACCOUNTS = {"alice": Account("alice-sso-pw", ["vision", "audio", "hub-admins"]),
-            "bob": Account("bob-sso-pw", ["vision", "audio"]),
-            "eve": Account("eve-sso-pw", ["outsiders"])}
-
-
-class OIDCHub(LocalHub):
-    def __init__(self, home):
-        super().__init__(home)
-        self.provider = OIDCProvider(self.home.parent / "provider", ACCOUNTS, f"{self.url}/hub/oauth_callback")
-        self.config_file = self.home.parent / "hub-config.yaml"
-
-    def start(self, timeout: float = 120) -> "OIDCHub":
-        self.provider.start()
-        self.config_file.write_text(yaml.safe_dump(self.provider.hub_config(self.url)))
-        return super().start(timeout)
-
-    def stop(self, grace: float = 90) -> list[str]:
-        try:
-            return super().stop(grace)
-        finally:
-            self.provider.stop()
-
-    def environment(self) -> dict[str, str]:
-        return {**super().environment(),
-                "PADDLECLOUD_AUTHENTICATOR_CLASS": "generic-oauth",
-                "PADDLECLOUD_ALLOWED_GROUPS": "vision,audio", "PADDLECLOUD_ADMIN_GROUPS": "hub-admins",
-                "PADDLECLOUD_HUB_CONFIG_FILE": str(self.config_file),
-                "OAUTH_CLIENT_SECRET": self.provider.client_secret}  # as the chart sets it from a Secret
 
 
 @pytest.fixture(scope="module")
