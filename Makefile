@@ -108,7 +108,7 @@ test-local: setup login-deps
 test-cluster: setup cluster-deps
 	$(call tier,cluster,$(K8S_BIN_DIR))
 
-test-browser: setup browser-deps
+test-browser: setup browser-deps login-deps
 	$(call tier,browser)
 
 # The chart (helm/paddlecloud-hub): lint, render and schema checks, server-side dry-run on the
