@@ -42,9 +42,11 @@ class Person:
     password: str
 
 
-# The seeded tree: who is in which group (groupOfNames, by member DN).
+# The seeded tree: who is in which group. Groups are groupOfNames (members by DN) except those
+# in POSIX_GROUPS, posixGroup (members by uid, memberUid), the two kinds directories use.
 PEOPLE_SEED = (Person("alice", "alice-ldap-pw"), Person("bob", "bob-ldap-pw"), Person("eve", "eve-ldap-pw"))
 GROUPS_SEED = {"vision": ("alice", "bob"), "audio": ("alice", "bob"), "hub-admins": ("alice",), "outsiders": ("eve",)}
+POSIX_GROUPS = {"audio": 5001}  # name -> gidNumber
 
 
 def missing_tools() -> list[str]:
@@ -105,6 +107,10 @@ access to * by * read
                            f"cn: {person.uid.title()}\nsn: {person.uid.title()}\nmail: {person.uid}@paddlecloud.test\n"
                            f"userPassword: {hashed}")
         for name, members in GROUPS_SEED.items():
+            if name in POSIX_GROUPS:
+                entries.append(f"dn: {group_dn(name)}\nobjectClass: posixGroup\ncn: {name}\n"
+                               f"gidNumber: {POSIX_GROUPS[name]}\n" + "\n".join(f"memberUid: {uid}" for uid in members))
+                continue
             # groupOfNames must have a member: the manager stays in each, so any person can be taken out
             entries.append(f"dn: {group_dn(name)}\nobjectClass: groupOfNames\ncn: {name}\nmember: {MANAGER_DN}\n"
                            + "\n".join(f"member: {person_dn(uid)}" for uid in members))
@@ -167,13 +173,20 @@ access to * by * read
     def modify(self, ldif: str) -> None:
         _run(["ldapmodify", "-x", "-H", self.url, "-D", MANAGER_DN, "-w", self.manager_password], input=ldif)
 
+    def _member(self, group: str, uid: str) -> tuple[str, str]:
+        """The attribute and value that make `uid` a member of `group`."""
+        return ("memberUid", uid) if group in POSIX_GROUPS else ("member", person_dn(uid))
+
     def remove_member(self, group: str, uid: str) -> None:
-        self.modify(f"dn: {group_dn(group)}\nchangetype: modify\ndelete: member\nmember: {person_dn(uid)}\n")
+        attribute, value = self._member(group, uid)
+        self.modify(f"dn: {group_dn(group)}\nchangetype: modify\ndelete: {attribute}\n{attribute}: {value}\n")
 
     def add_member(self, group: str, uid: str) -> None:
-        self.modify(f"dn: {group_dn(group)}\nchangetype: modify\nadd: member\nmember: {person_dn(uid)}\n")
+        attribute, value = self._member(group, uid)
+        self.modify(f"dn: {group_dn(group)}\nchangetype: modify\nadd: {attribute}\n{attribute}: {value}\n")
 
     def members(self, group: str) -> list[str]:
-        out = _run(["ldapsearch", "-x", "-LLL", "-H", self.url, "-b", group_dn(group), "-s", "base", "member"])
-        return sorted(line.split("uid=", 1)[1].split(",", 1)[0] for line in out.splitlines()
-                      if line.startswith("member: uid="))
+        out = _run(["ldapsearch", "-x", "-LLL", "-H", self.url, "-b", group_dn(group), "-s", "base", "member",
+                    "memberUid"])
+        return sorted(line.split(": ", 1)[1].removeprefix("uid=").split(",", 1)[0] for line in out.splitlines()
+                      if line.startswith(("member: uid=", "memberUid: ")))

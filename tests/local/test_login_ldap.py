@@ -80,7 +80,8 @@ def quota_view(hub: LocalHub, name: str, token: str) -> dict:
     return wait_for(answer, 120, f"the quota service to answer for {name}")
 
 
-def test_the_right_password_logs_in_and_the_directory_groups_become_hub_groups(hub):
+def test_the_right_password_logs_in_and_the_directory_groups_become_hub_groups(hub, directory):
+    assert directory.members("audio") == ["alice", "bob"]  # audio is a posixGroup (memberUid), vision groupOfNames
     bob = user_model(hub, "bob")
     assert sorted(bob["groups"]) == ["audio", "vision"] and bob["admin"] is False
 
