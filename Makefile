@@ -22,7 +22,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TES
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
 .PHONY: help setup labext demo test lint test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
-  browser-deps cluster-deps clean
+  browser-deps login-deps cluster-deps clean
 
 help:
 	@echo "make demo   start the local PaddleCloud Hub at http://127.0.0.1:$(PORT)"
@@ -49,6 +49,19 @@ labext: $(VENV_STAMP)
 browser-deps:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The login tests' real servers on 127.0.0.1: Debian's OpenLDAP server and client tools (each
+# test runs its own slapd, tests/ldaputil.py; the system's slapd service is not started or
+# configured), and the OpenID Connect provider (oidc-provider from npm, tests/oidcutil.py),
+# installed again only when its lock file changes.
+OIDC_PROVIDER := tests/oidc/node_modules/.stamp
+$(OIDC_PROVIDER): tests/oidc/package-lock.json
+	cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+login-deps: $(OIDC_PROVIDER)
+	@{ test -x /usr/sbin/slapd && command -v ldapmodify >/dev/null; } || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils >/dev/null; }
+
 demo: setup
 	PATH=$(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$$PATH \
 	  $(VPY) -m paddle_ext.hub.demo --port $(PORT)
@@ -56,7 +69,7 @@ demo: setup
 include tools/k8s/k8s.mk
 include benchmarks/bench.mk
 
-test: setup browser-deps
+test: setup browser-deps login-deps
 	$(MAKE) lint test-unit test-lab test-local test-cluster test-browser test-helm
 
 # The quick static tier, first: ruff's checks as configured in pyproject.toml (seconds). The
@@ -97,13 +110,13 @@ test-unit: setup
 test-lab: setup
 	cd labextension && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest --randomize --seed=$(TEST_SEED)
 
-test-local: setup
+test-local: setup login-deps
 	$(call tier,local)
 
 test-cluster: setup cluster-deps
 	$(call tier,cluster,$(K8S_BIN_DIR))
 
-test-browser: setup browser-deps
+test-browser: setup browser-deps login-deps
 	$(call tier,browser)
 
 # The chart (helm/paddlecloud-hub): lint, render and schema checks, server-side dry-run on the

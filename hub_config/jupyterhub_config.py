@@ -21,6 +21,7 @@ Hub-level environment:
     PADDLECLOUD_ADMIN_USERS                     comma-separated admin names (admin)
     PADDLECLOUD_AUTHENTICATOR_CLASS             required: e.g. generic-oauth; dummy only for trials
     PADDLECLOUD_ALLOWED_USERS / _ALLOWED_GROUPS required (or PADDLECLOUD_ALLOW_ALL=true): who may log in
+    PADDLECLOUD_ADMIN_GROUPS                    groups (from the login) whose members are admins
     PADDLECLOUD_HUB_STATE_DIR                   sqlite db and cookie secret (/srv/jupyterhub)
     PADDLECLOUD_QUOTA_LISTEN_IP                 the quota service's listen address (in a pod: 0.0.0.0)
     PADDLECLOUD_PROXY_API_URL                   a proxy running on its own (the Helm chart's proxy pod):
@@ -37,16 +38,15 @@ import sys
 
 import yaml
 
-from jupyterhub.app import JupyterHub
-from traitlets import TraitError
 from traitlets.config import Config
 
 from paddle_ext import homeseed, tenancy
 from paddle_ext.constants import (HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
                                   OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV)
+from paddle_ext.hub.login_config import configure_login
 from paddle_ext.hub.quota_config import configure_quota_service
 from paddle_ext.hub.spawner import TEMPLATES as SPAWN_PAGE_TEMPLATES
-from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, login_access, notebook_datasets,
+from paddle_ext.hub.settings import (HOME_CLAIM_TEMPLATE, HOME_MOUNT, HubSettings, notebook_datasets,
                                      notebook_environment, profile_list, traitlets_passthrough)
 from paddle_ext.manifests import container_security_context, pod_security_context
 
@@ -81,18 +81,13 @@ c.JupyterHub.cleanup_servers = False  # notebooks outlive a hub restart
 if not env("PADDLECLOUD_AUTHENTICATOR_CLASS"):
     raise SystemExit("PaddleCloud Hub: set PADDLECLOUD_AUTHENTICATOR_CLASS (e.g. generic-oauth, ldapauthenticator; "
                      "'dummy' accepts any password and is for trials only).")
-c.JupyterHub.authenticator_class = env("PADDLECLOUD_AUTHENTICATOR_CLASS")
-c.Authenticator.admin_users = {name.strip() for name in env("PADDLECLOUD_ADMIN_USERS", "admin").split(",") if name.strip()}
 # Who may log in is the admin's explicit choice too: with an OAuth provider, "anyone with an
 # account there" would mean anyone gets a GPU notebook (JupyterHub 5 no longer defaults to it).
+# Groups from the login (OIDC claims, LDAP groups) become hub groups: the quota groups.
 try:
-    authenticator = JupyterHub.authenticator_class.validate(None, c.JupyterHub.authenticator_class)
-except TraitError:
-    raise SystemExit(f"PaddleCloud Hub: PADDLECLOUD_AUTHENTICATOR_CLASS={env('PADDLECLOUD_AUTHENTICATOR_CLASS')!r} "
-                     "names no installed authenticator.") from None
-try:
-    for trait, value in login_access(settings, authenticator).items():
-        setattr(c.Authenticator, trait, value)
+    configure_login(c, settings, env("PADDLECLOUD_AUTHENTICATOR_CLASS"),
+                    admin_users={name.strip() for name in env("PADDLECLOUD_ADMIN_USERS", "admin").split(",")
+                                 if name.strip()})
 except ValueError as exc:
     raise SystemExit(str(exc)) from None
 
@@ -156,7 +151,7 @@ configure_quota_service(
                  SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota),
                  OBJECT_QUOTA_ENV: json.dumps(settings.object_quota)},
     args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
-    admin_users=c.Authenticator.admin_users)
+    admin_users=c.Authenticator.admin_users, admin_groups=settings.admin_groups)
 
 # --- Passthrough: the admin's own traitlets config (the chart's hub.config), applied last -----------
 if env("PADDLECLOUD_HUB_CONFIG_FILE"):

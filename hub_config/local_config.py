@@ -12,7 +12,10 @@ Everything listens on 127.0.0.1; state lives under $PADDLECLOUD_HOME (default
     PADDLECLOUD_QUOTA_PORT      the quota service's port (/services/quota/), else a free one
     PADDLECLOUD_QUOTA_ADMINS    comma-separated users who may change quotas besides hub admins
 
-Login: every user, `admin` included, uses the demo password ($PADDLECLOUD_DEMO_PASSWORD,
+Login: with PADDLECLOUD_AUTHENTICATOR_CLASS set (e.g. paddle_ext.hub.ldap.LDAPGroupsAuthenticator,
+generic-oauth), users log in through it, configured as on Kubernetes (PADDLECLOUD_ALLOWED_GROUPS,
+PADDLECLOUD_ADMIN_GROUPS, PADDLECLOUD_HUB_CONFIG_FILE: {Class: {trait: value}} YAML). Without
+it, every user, `admin` included, logs in with the demo password ($PADDLECLOUD_DEMO_PASSWORD,
 else generated once into hub/demo-password). This is a single-OS-user demo: users are
 separated by folders, not by the OS.
 """
@@ -20,23 +23,39 @@ separated by folders, not by the OS.
 import os
 import sys
 
+import yaml
+from traitlets.config import Config
+
 from paddle_ext.constants import HOME_ENV, QUOTA_FILE_ENV, QUOTA_STORE_ENV
 from paddle_ext.hub import local
+from paddle_ext.hub.login_config import configure_login
 from paddle_ext.hub.quota_config import configure_quota_service
+from paddle_ext.hub.settings import HubSettings, traitlets_passthrough
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 state = local.home()
 local.prepare(state)
 
 # --- Authentication
-c.JupyterHub.authenticator_class = "paddle_ext.hub.local.DemoPasswordAuthenticator"
-c.DemoPasswordAuthenticator.password = local.demo_password(state)
-c.Authenticator.admin_users = {local.ADMIN_USER}
-# Who may log in: anyone who knows the demo password, under any well-formed name. That is
-# the embedded default's documented behaviour (a one-machine demo, one OS user), chosen
-# here explicitly; the Kubernetes hub instead requires PADDLECLOUD_ALLOWED_USERS/_GROUPS.
-c.Authenticator.allow_all = True
-c.Authenticator.username_pattern = local.USERNAME_PATTERN
+settings = None
+if os.environ.get("PADDLECLOUD_AUTHENTICATOR_CLASS"):
+    # A real login (LDAP, OpenID Connect) instead of the demo password, chosen exactly as on
+    # Kubernetes: PADDLECLOUD_AUTHENTICATOR_CLASS, PADDLECLOUD_ALLOWED_USERS/_GROUPS or _ALLOW_ALL,
+    # PADDLECLOUD_ADMIN_GROUPS, and the authenticator's own traits in PADDLECLOUD_HUB_CONFIG_FILE.
+    try:
+        settings = HubSettings.load()
+        configure_login(c, settings, os.environ["PADDLECLOUD_AUTHENTICATOR_CLASS"], admin_users={local.ADMIN_USER})
+    except (OSError, ValueError) as exc:
+        raise SystemExit(str(exc)) from None
+else:
+    c.JupyterHub.authenticator_class = "paddle_ext.hub.local.DemoPasswordAuthenticator"
+    c.DemoPasswordAuthenticator.password = local.demo_password(state)
+    c.Authenticator.admin_users = {local.ADMIN_USER}
+    # Who may log in: anyone who knows the demo password, under any well-formed name. That is
+    # the embedded default's documented behaviour (a one-machine demo, one OS user), chosen
+    # here explicitly; the Kubernetes hub instead requires PADDLECLOUD_ALLOWED_USERS/_GROUPS.
+    c.Authenticator.allow_all = True
+    c.Authenticator.username_pattern = local.USERNAME_PATTERN
 
 # --- Single-user servers: JupyterLab processes of this Python, one home per user
 c.JupyterHub.spawner_class = "paddle_ext.hub.local.PaddleLocalSpawner"
@@ -73,4 +92,12 @@ configure_quota_service(
     # service checks on each token (an admin's browser session holds it through this role).
     admin_users=[local.ADMIN_USER, *(name for name in os.environ.get("PADDLECLOUD_QUOTA_ADMINS", "").split(",")
                                      if name)],
+    admin_groups=settings.admin_groups if settings else (),
 )
+
+# --- The authenticator's own traits (server, client id, ...), as the chart's hub.config, applied last
+if os.environ.get("PADDLECLOUD_HUB_CONFIG_FILE"):
+    try:
+        c.merge(Config(traitlets_passthrough(os.environ["PADDLECLOUD_HUB_CONFIG_FILE"])))
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise SystemExit(f"PaddleCloud Hub: {exc}") from None

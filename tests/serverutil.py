@@ -19,6 +19,7 @@ hubutil.py (the local JupyterHub, login) and browser/labpage.py (pages) build on
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import inspect
 import json
 import os
@@ -72,6 +73,15 @@ async def wait_for_async(check: Callable[[], object], timeout: float = 60.0, wha
 def _timed_out(timeout: float, what: str, value, message: Callable[[], str] | None) -> str:
     text = f"timed out after {timeout:g}s waiting for {what}; last seen: {value!r}"[:3000]
     return f"{text}\n{message()}" if message else text
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> None:
+    """preexec_fn for a server a test starts (slapd, the OIDC provider): the kernel kills it
+    when the test process dies, even by SIGKILL, so nothing is left behind."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def processes_under(home: Path | str) -> list[psutil.Process]:

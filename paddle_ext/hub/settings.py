@@ -116,6 +116,9 @@ class HubSettings:
     allowed_users: tuple[str, ...] = ()
     allowed_groups: tuple[str, ...] = ()
     allow_all: bool = False
+    # Members of these groups (from the login, as allowed_groups) are hub admins and quota
+    # admins; a user taken out of the group loses both at the next login.
+    admin_groups: tuple[str, ...] = ()
 
     @classmethod
     def load(cls, values_file: str | None = None, environ: dict | None = None) -> HubSettings:
@@ -181,7 +184,7 @@ class HubSettings:
 HOME_MOUNT = "/home/jovyan"
 HOME_CLAIM_TEMPLATE = "home-{username}"
 _BOOL_FIELDS = ("jobs_share_home", "allow_all")
-_NAME_LIST_FIELDS = ("allowed_users", "allowed_groups", "allowed_priority_classes")  # comma-separated in the environment
+_NAME_LIST_FIELDS = ("allowed_users", "allowed_groups", "admin_groups", "allowed_priority_classes")  # comma-separated in the environment
 _TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "allowed_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
 _JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy",
                                 "limit_range_max", "object_quota")
@@ -218,10 +221,11 @@ def login_access(settings: HubSettings, authenticator: type) -> dict[str, Any]:
         if settings.allowed_users or settings.allowed_groups:
             raise ValueError("PaddleCloud Hub: PADDLECLOUD_ALLOW_ALL=true lets everyone in; it cannot be combined "
                              "with PADDLECLOUD_ALLOWED_USERS or PADDLECLOUD_ALLOWED_GROUPS.")
-        return {"allow_all": True}
+        return {"allow_all": True} | group_traits(settings, authenticator)
     if not settings.allowed_users and not settings.allowed_groups:
         raise ValueError(NO_LOGIN_CHOICE)
-    if settings.allowed_groups and "allowed_groups" not in authenticator.class_traits():
+    known = authenticator.class_traits()
+    if settings.allowed_groups and "allowed_groups" not in known:
         raise ValueError(f"PaddleCloud Hub: {authenticator.__name__} does not know groups, so "
                          "PADDLECLOUD_ALLOWED_GROUPS cannot work with it; use PADDLECLOUD_ALLOWED_USERS.")
     # The lists are the whole truth: a user added in the admin panel is not thereby let in.
@@ -230,7 +234,35 @@ def login_access(settings: HubSettings, authenticator: type) -> dict[str, Any]:
         traits["allowed_users"] = set(settings.allowed_users)
     if settings.allowed_groups:
         traits["allowed_groups"] = set(settings.allowed_groups)
+    return traits | group_traits(settings, authenticator)
+
+
+def group_traits(settings: HubSettings, authenticator: type) -> dict[str, Any]:
+    """The Authenticator traits that make the login's groups the hub's groups. An authenticator
+    that reads groups from the login (OAuthenticator's auth_state_groups_key, LDAPGroupsAuthenticator)
+    then sets each user's hub groups at every login (manage_groups), so the quota groups follow
+    the directory; admin_groups make admins. ValueError where the authenticator cannot."""
+    known = authenticator.class_traits()
+    if settings.admin_groups and "admin_groups" not in known:
+        raise ValueError(f"PaddleCloud Hub: {authenticator.__name__} cannot make admins from groups, so "
+                         "PADDLECLOUD_ADMIN_GROUPS cannot work with it; use PADDLECLOUD_ADMIN_USERS.")
+    traits: dict[str, Any] = {}
+    if settings.admin_groups:
+        traits["admin_groups"] = set(settings.admin_groups)
+    # OAuthenticator's group options require manage_groups; other group-aware ones (the
+    # system's LocalAuthenticator) read groups elsewhere and return none to manage.
+    if (settings.allowed_groups or settings.admin_groups) and "auth_state_groups_key" in known:
+        traits["manage_groups"] = True
+    if settings.allowed_groups and "custom_403_message" in known:  # OAuthenticator's refusal page
+        traits["custom_403_message"] = not_allowed_message(settings.allowed_groups)
     return traits
+
+
+def not_allowed_message(groups) -> str:
+    """What someone sees who signed in but is in none of the groups allowed (OAuthenticator's
+    custom_403_message; LDAPGroupsAuthenticator's refusal)."""
+    return (f"You signed in, but are in none of the groups that may use this hub ({', '.join(sorted(groups))}). "
+            "Ask your administrator to add you to one of them.")
 
 
 def namespace_for(username: str, template: str = USER_NAMESPACE_TEMPLATE) -> str:

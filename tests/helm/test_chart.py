@@ -15,6 +15,7 @@ import yaml
 
 from helmlib import (CHART, MATRIX, REPO, documents, find, helm, notes, readme_values, secret_data, settings_text,
                      template, values_file)
+from loginvalues import KINDS, readme_login_text, readme_login_values
 from paddle_ext import policies, tenancy
 from paddle_ext.manifests import container_security_context, pod_security_context
 from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, pod_rules, profile_list,
@@ -250,6 +251,35 @@ def test_hub_config_is_passed_through_in_the_secret(tmp_path):
                                  "oauth_callback_url": "https://hub.example.org/hub/oauth_callback"},
         # The chart installs the Services policy, so the hub does not (and may not).
         "PaddleCloudSpawner": {"service_exposure_policy": False, "user_pod_policy": False}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_readmes_login_values_render_with_their_secrets_only_from_existing_secrets(kind, tmp_path):
+    """The README's OIDC and LDAP blocks, as an admin adds them (-f after their own values): the
+    authenticator, its traits in the hub's Secret, the groups in the settings, and each secretEnv
+    entry a secretKeyRef to the admin's Secret (no secret value anywhere in the render)."""
+    values = readme_login_values(kind)
+    login = tmp_path / "login-values.yaml"
+    login.write_text(readme_login_text(kind))
+    docs = documents(template(values_file("minimal"), str(login)))
+    hub = find(docs, "Deployment", "hub")["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item for item in hub["env"]}
+    assert env["PADDLECLOUD_AUTHENTICATOR_CLASS"]["value"] == values["hub"]["authenticatorClass"]
+    assert env["PADDLECLOUD_ADMIN_USERS"]["value"] == ""  # admins come from admin_groups
+    for item in values["hub"].get("secretEnv", []):
+        assert env[item["name"]] == {"name": item["name"], "valueFrom": {"secretKeyRef": {
+            "name": item["secretName"], "key": item["key"]}}}
+    config = tmp_path / "hub-config.yaml"
+    config.write_text(secret_data(find(docs, "Secret", "hub"))["hub-config.yaml"])
+    for section, traits in values["hub"]["config"].items():
+        assert traitlets_passthrough(str(config))[section] == traits
+    settings_file = tmp_path / "values.yaml"
+    settings_file.write_text(settings_text(docs))
+    settings = HubSettings.load(str(settings_file), environ={})
+    assert (settings.allowed_groups, settings.admin_groups) == (("vision", "audio"), ("hub-admins",))
+    text = notes(values_file("minimal"), str(login))
+    assert "Admins: members of hub-admins (at each login)." in text
+    assert "Who may log in: users alice, bob; members of vision, audio; and the admins." in text
 
 
 def test_a_settings_change_changes_the_hubs_checksum_and_not_the_proxys(tmp_path):

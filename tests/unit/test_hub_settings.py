@@ -117,6 +117,39 @@ def test_who_may_log_in_is_an_explicit_choice():
         login_access(HubSettings(allow_all=True, allowed_users=("alice",)), DummyAuthenticator)
 
 
+def test_groups_from_the_login_become_hub_groups_and_admin_groups_make_admins():
+    from jupyterhub.auth import DummyAuthenticator, LocalAuthenticator
+
+    from paddle_ext.hub.settings import login_access
+
+    settings = HubSettings.load(None, environ={"PADDLECLOUD_ALLOWED_GROUPS": "vision,audio",
+                                               "PADDLECLOUD_ADMIN_GROUPS": "hub-admins"})
+    assert settings.admin_groups == ("hub-admins",)
+    with pytest.raises(ValueError, match="LocalAuthenticator cannot make admins from groups"):
+        login_access(settings, LocalAuthenticator)
+    with pytest.raises(ValueError, match="DummyAuthenticator cannot make admins from groups"):
+        login_access(HubSettings(allow_all=True, admin_groups=("x",)), DummyAuthenticator)
+    # LocalAuthenticator reads the system's groups itself: nothing for manage_groups to sync
+    assert "manage_groups" not in login_access(HubSettings(allowed_groups=("ml",)), LocalAuthenticator)
+
+
+def test_oauthenticator_gets_manage_groups_whenever_groups_decide_who_logs_in_or_who_is_admin():
+    generic = pytest.importorskip("oauthenticator.generic").GenericOAuthenticator
+    from paddle_ext.hub.settings import login_access
+
+    traits = login_access(HubSettings(allowed_groups=("vision",), admin_groups=("hub-admins",)), generic)
+    assert traits == {"allow_all": False, "allow_existing_users": False, "allowed_groups": {"vision"},
+                      "admin_groups": {"hub-admins"}, "manage_groups": True,
+                      "custom_403_message": "You signed in, but are in none of the groups that may use this hub "
+                                            "(vision). Ask your administrator to add you to one of them."}
+    assert "manage_groups" not in login_access(HubSettings(allowed_users=("alice",)), generic)
+    # OAuthenticator refuses allowed_groups without manage_groups: the traits must load together
+    generic(**{name: value for name, value in traits.items()})
+    ldap = pytest.importorskip("paddle_ext.hub.ldap").LDAPGroupsAuthenticator
+    assert login_access(HubSettings(allowed_groups=("vision",), admin_groups=("a",)), ldap)["admin_groups"] == {"a"}
+    assert ldap.class_traits()["manage_groups"].default_value is True
+
+
 def test_who_may_log_in_from_a_values_file(tmp_path):
     values = tmp_path / "values.yaml"
     values.write_text("allowed_users: [alice, bob]\nallowed_groups: [ml]\n")
