@@ -7,6 +7,7 @@ import {
   labTreeUrl,
   pathUnderRoot,
   quotaRows,
+  restartsLine,
   shortDigest,
   usageSummary
 } from '../src/format';
@@ -73,5 +74,16 @@ describe('a job\'s code and outputs', () => {
     expect(pathUnderRoot('/home/me/out', '~')).toBeNull();
     expect(labTreeUrl('/user/alice/', 'paddlecloud-outputs/my job')).toBe('/user/alice/lab/tree/paddlecloud-outputs/my%20job');
     expect(labTreeUrl('/', '')).toBe('/lab/tree/');
+  });
+});
+
+describe('restartsLine', () => {
+  it('says nothing where no restart was allowed or made, and the attempt and why once restarted', () => {
+    expect(restartsLine(job('a', 'Running', 2, 0))).toBeNull();
+    expect(restartsLine({ ...job('a', 'Running', 2, 0), max_restarts: 2, restarts: 0 })).toBe('0 of at most 2');
+    expect(restartsLine({
+      ...job('a', 'Running', 2, 0), max_restarts: 2, restarts: 1, attempt: 2,
+      last_restart_reason: 'worker 1 was killed by signal 9'
+    })).toBe('1 of at most 2 (attempt 2: worker 1 was killed by signal 9)');
   });
 });

@@ -20,6 +20,8 @@ def local_home(tmp_path, monkeypatch):
     (["submit", "--"], "command:"),
     (["submit", "--env", "NOEQUALS", "--", "x"], "KEY=VALUE"),
     (["submit", "--workers", "two", "--", "x"], "invalid int value"),
+    (["submit", "--max-restarts", "-1", "--", "python", "t.py"], "max_restarts: must be at least 0"),
+    (["submit", "--max-restarts", "11", "--", "python", "t.py"], "max_restarts: must be at most 10 here"),
     (["status", "nope"], "No job named 'nope'"),
     (["logs", "nope"], "No job named 'nope'"),
     (["frobnicate"], "invalid choice"),
