@@ -5,15 +5,24 @@ data; gradients are averaged with a real all-reduce each step. The script first
 checks a collective: the all-reduce of (rank + 1) over all ranks must equal
 n * (n + 1) / 2, and it fails loudly when it does not.
 
+It resumes after a restart: every --checkpoint-every steps rank 0 saves the model and the
+optimizer with paddle_ext.checkpoint, and a restarted job continues from the last one
+(the data of each step depends only on the seed, the rank and the step, so a resumed run
+ends where an uninterrupted one would).
+
     python -m paddle.distributed.launch --nnodes 2 ... train.py --epochs 3
 """
 
 import argparse
+import os
 import sys
+import time
 
 import numpy as np
 import paddle
 import paddle.distributed as dist
+
+from paddle_ext import checkpoint
 
 
 def parse_args(argv=None):
@@ -26,7 +35,24 @@ def parse_args(argv=None):
                         help="exit with this code after training (to try failure handling)")
     parser.add_argument("--fail-rank", type=int, default=None,
                         help="only this rank exits with --exit-code")
+    parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (0: none)")
+    parser.add_argument("--pause-at", type=int, default=None,
+                        help="(to try restarts) on the first attempt, after this many steps write "
+                             "PAUSE_FILE.rank<R> (holding the trainer's pid) and wait for PAUSE_FILE")
+    parser.add_argument("--pause-file", default=None)
     return parser.parse_args(argv)
+
+
+def pause(args, rank, step):
+    """Wait at --pause-at on the first attempt until --pause-file exists (a test's gate)."""
+    if args.pause_at != step or checkpoint.attempt() != 0 or not args.pause_file:
+        return
+    with open(f"{args.pause_file}.rank{rank}.tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(f"{args.pause_file}.rank{rank}.tmp", f"{args.pause_file}.rank{rank}")
+    print(f"rank {rank}: paused at step {step}", flush=True)
+    while not os.path.exists(args.pause_file):
+        time.sleep(0.1)
 
 
 def check_all_reduce(rank, world_size):
@@ -58,23 +84,35 @@ def main(argv=None):
     paddle.seed(0)
     true_w = np.array([[2.0], [-3.0], [0.5], [1.0]], dtype="float32")
     true_b = 0.7
-    rng = np.random.default_rng(1000 + rank)
     model = paddle.nn.Linear(4, 1)
+    optimizer = paddle.optimizer.SGD(learning_rate=args.lr, parameters=model.parameters())
+    start = checkpoint.resume(model, optimizer)  # 0 on the first attempt; the last checkpoint's step after a restart
     if world_size > 1:
         model = paddle.DataParallel(model)
-    optimizer = paddle.optimizer.SGD(learning_rate=args.lr, parameters=model.parameters())
 
-    for epoch in range(args.epochs):
-        total = 0.0
-        for _ in range(args.steps):
-            x, y = synthetic_batch(rng, args.batch_size, true_w, true_b)
-            loss = paddle.nn.functional.mse_loss(model(paddle.to_tensor(x)), paddle.to_tensor(y))
-            loss.backward()
-            optimizer.step()
-            optimizer.clear_grad()
-            total += float(loss)
-        print(f"rank {rank}: epoch {epoch + 1}/{args.epochs} loss {total / args.steps:.5f}", flush=True)
+    total_steps = args.epochs * args.steps
+    total = 0.0
+    for step in range(start, total_steps):
+        rng = np.random.default_rng([1000 + rank, step])
+        x, y = synthetic_batch(rng, args.batch_size, true_w, true_b)
+        loss = paddle.nn.functional.mse_loss(model(paddle.to_tensor(x)), paddle.to_tensor(y))
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+        total += float(loss)
+        done = step + 1
+        if args.checkpoint_every and done % args.checkpoint_every == 0:
+            checkpoint.save(model, optimizer, done)
+        if done % args.steps == 0:
+            counted = min(args.steps, done - start)
+            print(f"rank {rank}: epoch {done // args.steps}/{args.epochs} step {done} loss {total / counted:.5f}",
+                  flush=True)
+            total = 0.0
+        pause(args, rank, done)
 
+    if rank == 0:
+        paddle.save(getattr(model, "_layers", model).state_dict(),
+                    os.path.join(os.environ.get("PADDLECLOUD_OUTPUT_DIR", "."), "final.pdparams"))
     print(f"rank {rank}: done", flush=True)
     if args.exit_code and (args.fail_rank is None or args.fail_rank == rank):
         print(f"rank {rank}: exiting with code {args.exit_code} as asked", flush=True)
