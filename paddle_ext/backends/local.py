@@ -300,11 +300,13 @@ class LocalBackend(JobBackend):
         if phase.finished:
             times = [e["finished"] for e in exits if e] + [m["at"] for m in marks.values() if m]
             finished = max(times) if times else None
+        restarts = files.restarts(job_dir)
         return Job(
             name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
             message=message, created=meta.get("created"), finished=finished,
             worker_states=tuple(workers), backend=self.name, code=meta.get("code"), outputs=meta.get("outputs"),
             progress=tuple(local_progress(worker) for worker in workers),
+            restarts=len(restarts), last_restart_reason=restarts[-1]["reason"] if restarts else "",
         )
 
     async def get(self, name: str) -> Job:
