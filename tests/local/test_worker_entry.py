@@ -23,22 +23,13 @@ PROGRAM = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sle
 
 class Pair:
     def __init__(self, tmp_path: Path, codes=(0, 0)):
-        port = free_port()
-        while True:  # two ports in a row
-            try:
-                import socket
-
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port + 1))
-                break
-            except OSError:
-                port = free_port()
+        port, other = free_port(), free_port()  # worker i answers on port + i * (other - port)
         self.gates = [tmp_path / f"gate-{i}" for i in (0, 1)]
         self.errs = [tmp_path / f"err-{i}" for i in (0, 1)]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.procs = [
             subprocess.Popen([sys.executable, "-m", "paddle_ext.worker", "--index", str(i), "--workers", "2",
-                              "--peer", "127.0.0.1", "--port", str(port), "--port-step", "1", "--",
+                              "--peer", "127.0.0.1", "--port", str(port), "--port-step", str(other - port), "--",
                               sys.executable, "-c", PROGRAM, str(self.gates[i]), str(codes[i])],
                              stderr=open(self.errs[i], "w"), env=env)
             for i in (0, 1)]
