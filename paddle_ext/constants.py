@@ -28,6 +28,9 @@ QUOTA_SOURCES_ANNOTATION = f"{LABEL_PREFIX}/quota-sources"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: "paddlecloud"}
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# How often a worker index of an Indexed Job with backoffLimitPerIndex has failed (set by the
+# Job controller on each pod it creates): a worker's attempt number on Kubernetes.
+INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
