@@ -50,3 +50,17 @@ def test_backend_option_before_or_after_the_command(capsys):
     assert main(["list", "--backend", "local", "--json"]) == 0
     assert main(["--backend", "moon", "list"]) == 2
     assert "invalid choice: 'moon'" in capsys.readouterr().err
+
+
+def test_status_and_list_show_the_restarts():
+    from paddle_ext.cli import _describe, _table
+    from paddle_ext.jobs import Job
+
+    job = Job(name="j", phase="Running", workers=2, spec={"max_restarts": 2}, restarts=1,
+              last_restart_reason="worker 1 was killed by signal 9")
+    assert "Restarts: 1 of at most 2 (now attempt 2 of 3: worker 1 was killed by signal 9)" in _describe(job)
+    header, row = _table([job]).splitlines()
+    assert header.split()[:4] == ["NAME", "PHASE", "WORKERS", "RESTARTS"] and row.split()[:4] == ["j", "Running", "2", "1"]
+    never = Job(name="k", phase="Running", workers=1, spec={})
+    assert "Restarts" not in _describe(never)
+    assert (never.to_dict()["restarts"], never.to_dict()["attempt"], never.to_dict()["max_restarts"]) == (0, 1, 0)
