@@ -143,7 +143,10 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
     workers = meta["spec"]["workers"]
     attempt = 0
     with open(files.log_path(job_dir, index), "ab", buffering=0) as log:
+        code = 0
         while True:
+            if attempt and ended_by_user(job_dir):  # cancelled while the restart was decided
+                break
             code = run_attempt(job_dir, index, argv, meta, attempt, log)
             if code is None:  # could not start: the job has failed
                 return 127

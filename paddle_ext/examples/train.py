@@ -37,19 +37,26 @@ def parse_args(argv=None):
                         help="only this rank exits with --exit-code")
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints (0: none)")
     parser.add_argument("--pause-at", type=int, default=None,
-                        help="(to try restarts) on the first attempt, after this many steps write "
-                             "PAUSE_FILE.rank<R> (holding the trainer's pid) and wait for PAUSE_FILE")
+                        help="(to try restarts) in the first --pause-attempts attempts, at the first step "
+                             "from this one on, write PAUSE_FILE.attempt<A>.rank<R> (holding the trainer's pid) "
+                             "and wait until PAUSE_FILE exists")
+    parser.add_argument("--pause-attempts", type=int, default=1)
     parser.add_argument("--pause-file", default=None)
     return parser.parse_args(argv)
 
 
-def pause(args, rank, step):
-    """Wait at --pause-at on the first attempt until --pause-file exists (a test's gate)."""
-    if args.pause_at != step or checkpoint.attempt() != 0 or not args.pause_file:
+def pause(args, rank, step, first):
+    """Wait at --pause-at (or at the first step after it, in an attempt resumed past it)
+    until --pause-file exists: a test's gate."""
+    attempt = checkpoint.attempt()
+    if not args.pause_file or args.pause_at is None or attempt >= args.pause_attempts:
         return
-    with open(f"{args.pause_file}.rank{rank}.tmp", "w") as f:
+    if not (step == args.pause_at or (first and step > args.pause_at)):
+        return
+    marker = f"{args.pause_file}.attempt{attempt}.rank{rank}"
+    with open(f"{marker}.tmp", "w") as f:
         f.write(str(os.getpid()))
-    os.replace(f"{args.pause_file}.rank{rank}.tmp", f"{args.pause_file}.rank{rank}")
+    os.replace(f"{marker}.tmp", marker)
     print(f"rank {rank}: paused at step {step}", flush=True)
     while not os.path.exists(args.pause_file):
         time.sleep(0.1)
@@ -108,7 +115,7 @@ def main(argv=None):
             print(f"rank {rank}: epoch {done // args.steps}/{args.epochs} step {done} loss {total / counted:.5f}",
                   flush=True)
             total = 0.0
-        pause(args, rank, done)
+        pause(args, rank, done, first=step == start)
 
     if rank == 0:
         paddle.save(getattr(model, "_layers", model).state_dict(),

@@ -50,7 +50,7 @@ def test_a_killed_trainer_restarts_both_workers_from_the_checkpoint_and_the_job_
     job = server.submit(command=[*TRAIN, "--pause-at", "50", "--pause-file", str(pause)], workers=2, max_restarts=2)
     name = job["name"]
     assert (job["restarts"], job["attempt"], job["max_restarts"]) == (0, 1, 2)
-    markers = [Path(f"{pause}.rank{rank}") for rank in (0, 1)]
+    markers = [Path(f"{pause}.attempt0.rank{rank}") for rank in (0, 1)]
     wait_for(lambda: all(marker.exists() for marker in markers), 240, "both ranks paused at step 50")
     trainer = int(markers[1].read_text())
     supervisor = local_files.worker_pids(str(Path(server.home) / "jobs" / name))[1]
@@ -86,6 +86,26 @@ def test_a_killed_trainer_restarts_both_workers_from_the_checkpoint_and_the_job_
     assert set(resumed) == set(uninterrupted)
     for key, value in uninterrupted.items():
         np.testing.assert_allclose(resumed[key], value, rtol=1e-5, atol=1e-6)
+    assert job_pids(server.home, name) == []
+
+
+def test_a_job_that_keeps_losing_a_worker_fails_after_max_restarts_with_the_count_and_the_reason(server, tmp_path):
+    pause = tmp_path / "pause"  # never created
+    job = server.submit(command=[*TRAIN, "--pause-at", "50", "--pause-attempts", "2", "--pause-file", str(pause)],
+                        workers=2, max_restarts=1)
+    name = job["name"]
+    for attempt in (0, 1):
+        markers = [Path(f"{pause}.attempt{attempt}.rank{rank}") for rank in (0, 1)]
+        wait_for(lambda markers=markers: all(marker.exists() for marker in markers), 240,
+                 f"both ranks paused in attempt {attempt}")
+        os.kill(int(markers[1].read_text()), signal.SIGKILL)
+    final = server.wait_for(name, ("Succeeded", "Failed"), timeout=300)
+    assert (final["phase"], final["reason"], final["restarts"]) == ("Failed", "WorkerFailed", 1), final
+    assert final["message"].startswith(
+        "Worker 1 was killed by signal 9. Restarted 1 of at most 1 times; no restarts are left."), final["message"]
+    log = server.log(name, worker="1")
+    assert log.count("--- attempt 2 of 2: worker 1 was killed by signal 9; restarting ---") == 1
+    assert "resumed from checkpoint at step 50" in log
     assert job_pids(server.home, name) == []
 
 
