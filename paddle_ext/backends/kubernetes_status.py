@@ -70,7 +70,7 @@ def _ended_how(pod: dict) -> str:
     return exit_cause(terminated.get("exitCode") if terminated else None).words
 
 
-def restarts_of(pods: list[dict]) -> tuple[int, str]:
+def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -> tuple[int, str]:
     """(restarts, why the last one happened) from a job's pods: each restart of a worker
     leaves its old pod behind (Failed), so the most pods any worker index has, less one, is
     the count; the last replaced pod that did not merely stop for a lost peer says why."""
@@ -92,6 +92,17 @@ def restarts_of(pods: list[dict]) -> tuple[int, str]:
 
     replaced.sort(key=finished)
     causes = [item for item in replaced if (_terminated(item[1]) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    if not causes and job_name:
+        # Only peers that stopped for a lost worker are left: the lost one's pod was deleted
+        # (and is gone); the kubelet's last Killing event names it.
+        known = {pod["metadata"].get("name") for pod in pods if (pod.get("status") or {}).get("phase") != "Failed"}
+        known |= pods_the_job_controller_deleted(job_name, events)
+        for event in sorted(events, key=_event_time, reverse=True):
+            involved = event.get("involvedObject") or {}
+            if event.get("reason") == "Killing" and involved.get("kind") == "Pod" and involved.get("name") not in known:
+                index = worker_of_pod_name(job_name, involved.get("name") or "")
+                if index is not None:
+                    return count, f"worker {index} was stopped: its pod was deleted"
     index, pod = (causes or replaced)[-1]
     return count, f"worker {index} {_ended_how(pod)}"
 
@@ -404,7 +415,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
             phase, reason, message = Phase.RUNNING, Reason.NONE, ""
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
-    restarts, last_restart_reason = restarts_of(pods)
+    restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
     if phase == Phase.FAILED and restarts and reason == Reason.WORKER_FAILED:
         message += f" Restarted {restarts} of at most {spec.get('max_restarts') or 0} times."
     suspended = kind.is_suspended(job) and not cancelled

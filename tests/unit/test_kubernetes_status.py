@@ -324,3 +324,16 @@ def test_a_job_out_of_restarts_fails_with_the_count():
     result = job_from_objects(job, pods, [])
     assert (result.phase, result.reason, result.restarts) == ("Failed", "WorkerFailed", 1)
     assert result.message == "Worker 1 exited with code 137. Restarted 1 of at most 1 times."
+
+
+def test_a_deleted_worker_pod_that_is_gone_is_named_by_the_kubelets_killing_event():
+    """Worker 1's pod was deleted and is gone; worker 0's old pod stopped for the lost peer."""
+    pods = [ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:02:05Z"),
+            pod(0, state={"running": {}}, created="2026-01-01T00:02:10Z"),
+            pod(1, state={"running": {}}, created="2026-01-01T00:02:11Z")]
+    killing = {"reason": "Killing", "message": "Stopping container paddle", "firstTimestamp": "2026-01-01T00:02:00Z",
+               "involvedObject": {"kind": "Pod", "name": "j-1-abcde"}}
+    result = job_from_objects(make_job(max_restarts=2), pods, [killing])
+    assert (result.restarts, result.last_restart_reason) == (1, "worker 1 was stopped: its pod was deleted")
+    assert job_from_objects(make_job(max_restarts=2), pods, []).last_restart_reason == (
+        "worker 0 stopped because a peer worker was lost")  # without the event: what is known
