@@ -416,8 +416,11 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
-    if phase == Phase.FAILED and restarts and reason == Reason.WORKER_FAILED:
-        message += f" Restarted {restarts} of at most {spec.get('max_restarts') or 0} times."
+    if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:
+        if failed.get("reason") == "PodFailurePolicy" and spec.get("max_restarts"):
+            message += " Not restarted: an error in the job's own code fails it at once."
+        elif restarts:
+            message += f" Restarted {restarts} of at most {spec.get('max_restarts') or 0} times."
     suspended = kind.is_suspended(job) and not cancelled
     quota_message = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
     progress = tuple(

@@ -337,3 +337,14 @@ def test_a_deleted_worker_pod_that_is_gone_is_named_by_the_kubelets_killing_even
     assert (result.restarts, result.last_restart_reason) == (1, "worker 1 was stopped: its pod was deleted")
     assert job_from_objects(make_job(max_restarts=2), pods, []).last_restart_reason == (
         "worker 0 stopped because a peer worker was lost")  # without the event: what is known
+
+
+def test_the_users_own_error_fails_a_restartable_job_at_once_and_says_so():
+    job = condition(make_job(max_restarts=2), "Failed", "PodFailurePolicy",
+                    "Container paddle for pod ns/j-1-abcde failed with exit code 1 matching FailJob rule at index 1")
+    pods = [pod(0, "Succeeded", {"terminated": {"exitCode": 0}}),
+            ended(1, 1, "2026-01-01T00:00:01Z", "2026-01-01T00:01:00Z")]
+    result = job_from_objects(job, pods, [])
+    assert (result.phase, result.reason, result.restarts) == ("Failed", "WorkerFailed", 0)
+    assert result.message == ("Worker 1 exited with code 1. Not restarted: an error in the job's own code fails "
+                              "it at once.")
