@@ -7,7 +7,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { h, phaseBadge } from './dom';
-import { jobResources, jobTiming, quotaRows } from './format';
+import { jobResources, jobTiming, quotaRows, restartsLine } from './format';
 import { paddleIcon } from './icons';
 import { JobsModel } from './model';
 import { IJob, IQuotaReport } from './types';
@@ -109,6 +109,9 @@ function jobRow(job: IJob, now: number): Node[] {
   ];
   if (job.message && (job.phase === 'Failed' || job.phase === 'Pending')) {
     rows.push(h('div', { class: 'pc-JobItem-message', text: job.message }));
+  }
+  if (job.restarts) {
+    rows.push(h('div', { class: 'pc-JobItem-restarts', text: `Restarted: ${restartsLine(job)}` }));
   }
   return rows;
 }
