@@ -41,6 +41,7 @@ def parse_args(argv=None):
                              "from this one on, write PAUSE_FILE.attempt<A>.rank<R> (holding the trainer's pid) "
                              "and wait until PAUSE_FILE exists")
     parser.add_argument("--pause-attempts", type=int, default=1)
+    parser.add_argument("--pause-rank", type=int, default=None, help="only this rank pauses (default: all)")
     parser.add_argument("--pause-file", default=None)
     return parser.parse_args(argv)
 
@@ -50,6 +51,8 @@ def pause(args, rank, step, first):
     until --pause-file exists: a test's gate."""
     attempt = checkpoint.attempt()
     if not args.pause_file or args.pause_at is None or attempt >= args.pause_attempts:
+        return
+    if args.pause_rank is not None and args.pause_rank != rank:
         return
     if not (step == args.pause_at or (first and step > args.pause_at)):
         return

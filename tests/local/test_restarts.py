@@ -89,6 +89,22 @@ def test_a_killed_trainer_restarts_both_workers_from_the_checkpoint_and_the_job_
     assert job_pids(server.home, name) == []
 
 
+def test_a_peer_whose_collective_breaks_when_a_worker_is_killed_does_not_make_it_the_users_error(server, tmp_path):
+    """Only rank 1 pauses: rank 0 goes on into the next step's all-reduce and is inside it when
+    rank 1 is killed (with gloo on the CPU it waits there; a backend that fails would exit 1).
+    The killed worker is the cause; rank 0 is stopped and both restart."""
+    pause = tmp_path / "pause"  # never created
+    job = server.submit(command=[*TRAIN, "--pause-at", "50", "--pause-rank", "1", "--pause-file", str(pause)],
+                        workers=2, max_restarts=1)
+    marker = Path(f"{pause}.attempt0.rank1")
+    wait_for(marker.exists, 240, "rank 1 paused at step 50")
+    os.kill(int(marker.read_text()), signal.SIGKILL)
+    final = server.wait_for(job["name"], ("Succeeded", "Failed"), timeout=300)
+    assert (final["phase"], final["restarts"]) == ("Succeeded", 1), final
+    assert final["last_restart_reason"] == "worker 1 was killed by signal 9"
+    assert "resumed from checkpoint at step 50" in server.log(job["name"], worker="1")
+
+
 def test_a_job_that_keeps_losing_a_worker_fails_after_max_restarts_with_the_count_and_the_reason(server, tmp_path):
     pause = tmp_path / "pause"  # never created
     job = server.submit(command=[*TRAIN, "--pause-at", "50", "--pause-attempts", "2", "--pause-file", str(pause)],
