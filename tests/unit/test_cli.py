@@ -64,3 +64,12 @@ def test_status_and_list_show_the_restarts():
     never = Job(name="k", phase="Running", workers=1, spec={})
     assert "Restarts" not in _describe(never)
     assert (never.to_dict()["restarts"], never.to_dict()["attempt"], never.to_dict()["max_restarts"]) == (0, 1, 0)
+
+
+def test_the_cell_magic_takes_max_restarts_as_the_cli_does():
+    from paddle_ext.cli import spec_from_options
+    from paddle_ext.magic import build_parser
+
+    args = build_parser().parse_args(["--workers", "2", "--max-restarts", "3"])
+    assert spec_from_options(args, ["python", "cell.py"]).max_restarts == 3
+    assert spec_from_options(build_parser().parse_args([]), ["python", "cell.py"]).max_restarts is None  # the site's
