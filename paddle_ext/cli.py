@@ -75,6 +75,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", default=[], help="dataset to mount (repeatable)")
     parser.add_argument("--env", action="append", default=[], type=_env_pair, help="KEY=VALUE (repeatable)")
     parser.add_argument("--max-runtime", type=int, help="stop the job after this many seconds")
+    parser.add_argument("--max-restarts", type=int, help="restart all workers together up to this many times "
+                        "after a worker is lost, killed or evicted (default: the site's)")
 
 
 def spec_from_options(args: argparse.Namespace, command: list[str], name: str | None = None) -> JobSpec:
@@ -85,7 +87,7 @@ def spec_from_options(args: argparse.Namespace, command: list[str], name: str | 
         name=name or args.name, command=command, workers=args.workers,
         gpus_per_worker=args.gpus_per_worker, cpu=args.cpu, memory=args.memory,
         image=args.image, datasets=args.dataset, env=dict(args.env),
-        max_runtime_seconds=args.max_runtime,
+        max_runtime_seconds=args.max_runtime, max_restarts=args.max_restarts,
     )
 
 
@@ -163,6 +165,9 @@ def _describe(job: Job) -> str:
         lines.append(f"Queue:    {queue_detail(job.queue)}")
         if job.queue.estimated_start and job.queue.estimate_basis:
             lines.append(f"Estimate: {job.queue.estimated_start}, from {job.queue.estimate_basis}")
+    if job.max_restarts or job.restarts:
+        lines.append(f"Restarts: {job.restarts} of at most {job.max_restarts}"
+                     + (f" (now {job.attempt_line()})" if job.restarts else ""))
     for worker in job.worker_states:
         code = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
         extra = f" - {worker.reason}" if worker.reason else ""
@@ -189,9 +194,10 @@ def _table(jobs: list[Job]) -> str:
     A queued job's message is where it stands in line."""
     from .progress import queue_detail
 
-    rows = [("NAME", "PHASE", "WORKERS", "CREATED", "REASON", "MESSAGE")]
-    rows += [(j.name, str(j.phase), str(j.workers), j.created or "-", str(j.reason) or "-",
-              _one_line(queue_detail(j.queue, brief=True) if j.queue else j.message, MESSAGE_WIDTH) or "-") for j in jobs]
+    rows = [("NAME", "PHASE", "WORKERS", "RESTARTS", "CREATED", "REASON", "MESSAGE")]
+    rows += [(j.name, str(j.phase), str(j.workers), str(j.restarts), j.created or "-", str(j.reason) or "-",
+              _one_line(queue_detail(j.queue, brief=True) if j.queue else j.message, MESSAGE_WIDTH) or "-")
+             for j in jobs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 

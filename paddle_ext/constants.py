@@ -28,6 +28,9 @@ QUOTA_SOURCES_ANNOTATION = f"{LABEL_PREFIX}/quota-sources"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: "paddlecloud"}
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# How often a worker index of an Indexed Job with backoffLimitPerIndex has failed (set by the
+# Job controller on each pod it creates): a worker's attempt number on Kubernetes.
+INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -69,6 +72,8 @@ IMAGES_ENV = "PADDLECLOUD_IMAGES"
 DATASETS_ENV = "PADDLECLOUD_DATASETS"
 JOB_NAME_ENV = "PADDLECLOUD_JOB_NAME"
 OUTPUT_DIR_ENV = "PADDLECLOUD_OUTPUT_DIR"
+# Which attempt of the job a worker runs in: 0 first, 1 after the first restart, ...
+RESTART_ENV = "PADDLECLOUD_RESTART"
 # A shared (ReadWriteMany) workspace that notebooks and jobs both mount, set by the hub:
 WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
 WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"
@@ -119,6 +124,10 @@ DEFAULT_WORKERS = 1
 DEFAULT_GPUS_PER_WORKER = 0
 DEFAULT_CPU = "1"
 DEFAULT_MEMORY = "2Gi"
+# Restarts a job gets when neither it nor the site says otherwise, and the most a site allows
+# unless it says otherwise (JobBackend.default_max_restarts / max_restarts).
+DEFAULT_MAX_RESTARTS = 0
+SITE_MAX_RESTARTS = 10
 
 # The merged log of several workers prefixes each line with this (see loglines.prefix_line).
 WORKER_PREFIX = "[worker-{index}] "

@@ -130,6 +130,10 @@ class Job:
     outputs: dict | None = None  # OutputsRecord: where the job's outputs are kept, if anywhere
     progress: tuple[WorkerProgress, ...] = ()
     queue: QueueState | None = None  # set while the job is Queued
+    # Restarts of all workers together after a lost, killed or evicted worker (0: none yet);
+    # `last_restart_reason` says why the last one happened, in words.
+    restarts: int = 0
+    last_restart_reason: str = ""
 
     @property
     def done(self) -> bool:
@@ -141,6 +145,22 @@ class Job:
         (a Queued job waits in line and holds nothing)."""
         return not self.done and self.phase != Phase.QUEUED
 
+    @property
+    def attempt(self) -> int:
+        """Which attempt runs (or ran last): 1 first, 2 after the first restart."""
+        return self.restarts + 1
+
+    @property
+    def max_restarts(self) -> int:
+        return self.spec.get("max_restarts") or 0
+
+    def attempt_line(self) -> str:
+        """'attempt 2 of 4: worker 1 was killed by signal 9', or '' before any restart."""
+        if not self.restarts:
+            return ""
+        line = f"attempt {self.attempt} of {self.max_restarts + 1}"
+        return f"{line}: {self.last_restart_reason}" if self.last_restart_reason else line
+
     def to_dict(self) -> dict:
         return {
             "name": self.name, "phase": str(self.phase), "workers": self.workers, "spec": self.spec,
@@ -149,6 +169,8 @@ class Job:
             "backend": self.backend, "code": self.code, "outputs": self.outputs,
             "progress": [p.to_dict() for p in self.progress],
             "queue": self.queue.to_dict() if self.queue else None,
+            "attempt": self.attempt, "restarts": self.restarts, "max_restarts": self.max_restarts,
+            "last_restart_reason": self.last_restart_reason,
         }
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
                         JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
                         MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
-from .constants import RUN_AS_GROUP, RUN_AS_USER
+from .constants import INDEX_FAILURE_COUNT_ANNOTATION, RESTART_ENV, RUN_AS_GROUP, RUN_AS_USER
+from .restarts import USER_EXIT_CODES
 from .jobs import outputs_record
 from .launch import launch_argv
 from .spec import JobSpec
@@ -76,6 +77,43 @@ def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: st
     argv = launch_argv(spec, master, rank, log_dir=LAUNCH_LOG_DIR, host=host)
     own = len(argv) - len(spec.command)
     return argv[:own] + [literal(arg) for arg in argv[own:]]
+
+
+def restartable(spec: JobSpec) -> bool:
+    return bool(spec.max_restarts)
+
+
+def peer_port(settings: ManifestSettings) -> int:
+    """Where restartable workers answer each other (paddle_ext.worker): next to the master's."""
+    return settings.master_port + 1
+
+
+def peer_watch_command(spec: JobSpec, settings: ManifestSettings, command: list[str]) -> list[str]:
+    """`command` under paddle_ext.worker, which makes a lost peer restart every worker."""
+    return ["python", "-m", "paddle_ext.worker", "--index", INDEX_REFERENCE, "--workers", str(spec.workers),
+            "--peer", f"{spec.name}-{{i}}.{spec.name}", "--port", str(peer_port(settings)), "--", *command]
+
+
+def restart_policy(spec: JobSpec) -> dict[str, Any]:
+    """The Indexed Job's part in restarts (paddle_ext.restarts has the rule): each index may
+    fail `max_restarts` times (and the job fails when one fails once more); the user's own
+    exit codes fail the job at once; disruptions (eviction, preemption) do not count; a
+    failed pod is replaced only once it has stopped."""
+    if not restartable(spec):
+        # Any failed worker fails the job; disruptions (preemption, eviction) do not count.
+        return {"backoffLimit": 0, "podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        ]}}
+    return {
+        "backoffLimitPerIndex": spec.max_restarts,
+        "maxFailedIndexes": 0,
+        "podReplacementPolicy": "Failed",
+        "podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER_NAME, "operator": "In",
+                                                  "values": list(USER_EXIT_CODES)}},
+        ]},
+    }
 
 
 def labels(spec: JobSpec, settings: ManifestSettings) -> dict[str, str]:
@@ -238,6 +276,9 @@ def _env(spec: JobSpec, settings: ManifestSettings, with_index: bool) -> list[di
         # Declared explicitly so "$(JOB_COMPLETION_INDEX)" expands in the command.
         env.append({"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{COMPLETION_INDEX_LABEL}']"}}})
+        if restartable(spec):  # the attempt: how often this worker's index has failed
+            env.append({"name": RESTART_ENV, "valueFrom": {"fieldRef": {
+                "fieldPath": f"metadata.annotations['{INDEX_FAILURE_COUNT_ANNOTATION}']"}}})
     env += [{"name": key, "value": literal(value)} for key, value in sorted(spec.env.items())]
     return env
 
@@ -308,19 +349,20 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | N
     # what makes Paddle's launcher start the master there (it compares the two strings).
     master = f"{spec.name}-0.{spec.name}:{settings.master_port}"
     command = worker_command(spec, master, INDEX_REFERENCE, host=f"{spec.name}-{INDEX_REFERENCE}.{spec.name}")
+    template_spec = pod_spec(spec, settings, command, with_index=True)
+    if restartable(spec):
+        container = template_spec["containers"][0]
+        container["command"] = peer_watch_command(spec, settings, container["command"])
+        container["ports"].append({"name": "paddle-peers", "containerPort": peer_port(settings)})
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": spec.workers,
         "parallelism": spec.workers,
-        # Any failed worker fails the job; disruptions (preemption, eviction) do not count.
-        "backoffLimit": 0,
-        "podFailurePolicy": {"rules": [
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-        ]},
+        **restart_policy(spec),
         "template": {
             "metadata": {"labels": labels(spec, settings),
                          **({"annotations": dict(settings.pod_annotations)} if settings.pod_annotations else {})},
-            "spec": {**pod_spec(spec, settings, command, with_index=True), "subdomain": spec.name},
+            "spec": {**template_spec, "subdomain": spec.name},
         },
     }
     if spec.max_runtime_seconds:
@@ -336,7 +378,9 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | N
 def paddle_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> dict:
     """Kubeflow training-operator v1.9 PaddleJob: the operator sets PADDLE_MASTER and rank."""
     command = worker_command(spec, None, None)
-    run_policy: dict[str, Any] = {"backoffLimit": 0, "cleanPodPolicy": "Running"}
+    # With restarts: the operator's ExitCode policy retries a pod whose exit code is 128 or more
+    # (a signal) and not one with 1-127 (the user's own); it replaces the failed pod only.
+    run_policy: dict[str, Any] = {"backoffLimit": (spec.max_restarts or 0) * spec.workers, "cleanPodPolicy": "Running"}
     if spec.max_runtime_seconds:
         run_policy["activeDeadlineSeconds"] = spec.max_runtime_seconds
     if settings.ttl_seconds_after_finished is not None:
@@ -351,7 +395,7 @@ def paddle_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | No
             "runPolicy": run_policy,
             "paddleReplicaSpecs": {"Worker": {
                 "replicas": spec.workers,
-                "restartPolicy": "Never",
+                "restartPolicy": "ExitCode" if restartable(spec) else "Never",
                 "template": {
                     "metadata": {"labels": labels(spec, settings)},
                     "spec": pod_spec(spec, settings, command, with_index=False),

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from .errors import SpecError
 from .quantity import parse_quantity
+from .constants import DEFAULT_MAX_RESTARTS, SITE_MAX_RESTARTS
 from .spec import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS, JobSpec
 
 
@@ -46,6 +47,8 @@ class JobOptions:
     max_gpus_per_worker: int = 8
     max_cpu: str = "16"
     max_memory: str = "64Gi"
+    max_restarts: int = SITE_MAX_RESTARTS  # the most restarts a job may ask for here
+    default_max_restarts: int = DEFAULT_MAX_RESTARTS  # what a job that names none gets
     default_command: tuple[str, ...] = ()
     outputs_note: str = ""  # said in the launcher when this deployment may not keep job outputs
     # The image a job runs in when it names none and no list is offered; "" where jobs run in
@@ -70,6 +73,7 @@ class JobOptions:
             "memory": DEFAULT_MEMORY,
             "image": self.default_image,
             "command": list(self.default_command),
+            "max_restarts": min(self.default_max_restarts, self.max_restarts),
         }
 
     def to_dict(self) -> dict:
@@ -82,6 +86,7 @@ class JobOptions:
                 "gpus_per_worker": {"min": 0, "max": self.max_gpus_per_worker},
                 "cpu": {"max": self.max_cpu},
                 "memory": {"max": self.max_memory},
+                "max_restarts": {"min": 0, "max": self.max_restarts},
             },
             "defaults": self.defaults(),
             "outputs_note": self.outputs_note,
@@ -91,9 +96,10 @@ class JobOptions:
     def check(self, spec: JobSpec) -> None:
         """Raise SpecError naming each field that asks for more than is offered here."""
         problems = {}
-        for field, most in (("workers", self.max_workers), ("gpus_per_worker", self.max_gpus_per_worker)):
+        for field, most in (("workers", self.max_workers), ("gpus_per_worker", self.max_gpus_per_worker),
+                            ("max_restarts", self.max_restarts)):
             value = getattr(spec, field)
-            if value > most:
+            if value is not None and value > most:
                 problems[field] = f"must be at most {most} here (got {value})"
         for field, most in (("cpu", self.max_cpu), ("memory", self.max_memory)):
             value = getattr(spec, field)
@@ -109,3 +115,9 @@ class JobOptions:
             problems["datasets"] = f"unknown dataset {', '.join(unknown)} (available: {available})"
         if problems:
             raise SpecError(problems)
+
+    def complete(self, spec: JobSpec) -> JobSpec:
+        """`spec` with what it left to the site filled in (its restarts)."""
+        if spec.max_restarts is None:
+            spec = dataclasses.replace(spec, max_restarts=self.defaults()["max_restarts"])
+        return spec

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .constants import (COMPLETION_INDEX_ENV, GPU_DEVICE_ENV, GPU_RUNTIME_ENV_PREFIX, JOB_NAME_ENV, LAUNCHER_ENV,
-                        OUTPUT_DIR_ENV)
+                        OUTPUT_DIR_ENV, RESTART_ENV)
 from .constants import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS  # noqa: F401 (re-exported)
 from .errors import SpecError
 from .grammars import ENV_NAME_PATTERN, JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH
@@ -17,7 +17,7 @@ from .quantity import LARGEST_COUNT, check_quantity, parse_quantity  # noqa: F40
 
 DATASET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 # Environment variables every worker gets from us or that rewire Paddle's launcher.
-RESERVED_ENV = frozenset((JOB_NAME_ENV, OUTPUT_DIR_ENV, COMPLETION_INDEX_ENV, *LAUNCHER_ENV))
+RESERVED_ENV = frozenset((JOB_NAME_ENV, OUTPUT_DIR_ENV, COMPLETION_INDEX_ENV, RESTART_ENV, *LAUNCHER_ENV))
 # An image reference as container runtimes parse it (the distribution/reference grammar);
 # Kubernetes accepts any string, and a node would leave a pod it cannot parse waiting forever.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -31,13 +31,15 @@ MAX_IMAGE_NAME_LENGTH = 255
 MAX_WORKERS = 100_000
 # A deadline longer than this is no deadline; leave max_runtime_seconds out instead.
 MAX_RUNTIME_SECONDS = 366 * 24 * 3600
+# The most restarts any site may allow one job (a site sets its own, lower, maximum).
+MAX_RESTARTS = 1000
 # The command and environment travel in the job's annotations (256 KiB in all, on
 # Kubernetes) and in one exec (128 KiB per argument on Linux).
 MAX_COMMAND_AND_ENV_BYTES = 64 * 1024
 
 FIELDS = (
     "name", "command", "workers", "gpus_per_worker", "cpu", "memory",
-    "image", "datasets", "env", "max_runtime_seconds",
+    "image", "datasets", "env", "max_runtime_seconds", "max_restarts",
 )
 
 
@@ -200,6 +202,12 @@ def _check_size(command: Any, env: Any) -> str | None:
     return None
 
 
+def _check_restarts(value: Any) -> str | None:
+    if value is None:
+        return None  # the site's default, filled in when the job is submitted
+    return _check_count(value, 0, MAX_RESTARTS)
+
+
 _CHECKS = {
     "name": _check_name,
     "command": _check_command,
@@ -211,6 +219,7 @@ _CHECKS = {
     "datasets": _check_datasets,
     "env": _check_env,
     "max_runtime_seconds": _check_runtime,
+    "max_restarts": _check_restarts,
 }
 
 
@@ -237,6 +246,9 @@ class JobSpec:
     datasets: tuple[str, ...] = ()
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     max_runtime_seconds: int | None = None
+    # How many times all workers may be restarted together after a worker is lost, killed or
+    # evicted (None: the site's default, set when the job is submitted). See paddle_ext.restarts.
+    max_restarts: int | None = None
 
     def __post_init__(self):
         problems = {}
@@ -287,4 +299,5 @@ class JobSpec:
             "datasets": list(self.datasets),
             "env": dict(self.env),
             "max_runtime_seconds": self.max_runtime_seconds,
+            "max_restarts": self.max_restarts,
         }

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from paddle_ext.errors import SpecError
 from paddle_ext.quantity import LARGEST_COUNT
-from paddle_ext.spec import MAX_RUNTIME_SECONDS, MAX_WORKERS, JobSpec
+from paddle_ext.spec import MAX_RESTARTS, MAX_RUNTIME_SECONDS, MAX_WORKERS, JobSpec
 
 # Text a hostile or careless user might send: every Unicode plane (lone surrogates and
 # NUL included), shell and Kubernetes metacharacters, control characters.
@@ -80,6 +80,7 @@ spec_data = st.fixed_dictionaries(
         "image": st.one_of(st.none(), image_text),
         "env": st.dictionaries(env_names, hostile_text, max_size=4),
         "max_runtime_seconds": st.one_of(st.none(), counts),
+        "max_restarts": st.one_of(st.none(), counts),
     },
 )
 
@@ -99,6 +100,7 @@ plausible_spec_data = st.fixed_dictionaries(
         "image": image_text,
         "env": st.dictionaries(st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,15}\Z"), hostile_text, max_size=4),
         "max_runtime_seconds": st.one_of(st.none(), st.integers(min_value=1, max_value=31_622_400)),
+        "max_restarts": st.one_of(st.none(), st.integers(min_value=0, max_value=1000)),
     },
 )
 
@@ -147,6 +149,10 @@ HOSTILE_SPECS = [
     ({"gpus_per_worker": 2**63}, "gpus_per_worker", f"at most {LARGEST_COUNT}"),
     ({"max_runtime_seconds": MAX_RUNTIME_SECONDS + 1}, "max_runtime_seconds", f"at most {MAX_RUNTIME_SECONDS}"),
     ({"max_runtime_seconds": 10**400}, "max_runtime_seconds", "at most"),
+    ({"max_restarts": -1}, "max_restarts", "at least 0"),
+    ({"max_restarts": MAX_RESTARTS + 1}, "max_restarts", f"at most {MAX_RESTARTS}"),
+    ({"max_restarts": True}, "max_restarts", "whole number"),
+    ({"env": {"PADDLECLOUD_RESTART": "0"}}, "env", "set by PaddleCloud"),
     ({"name": "abc\n"}, "name", "lowercase"),
     ({"name": "a" * 300}, "name", "at most 50"),
     ({"image": "UPPER/case"}, "image", "must be lowercase"),

@@ -227,3 +227,18 @@ export function labTreeUrl(baseUrl: string, relative: string): string {
   const base = baseUrl.endsWith('/') ? baseUrl : `${baseUrl}/`;
   return `${base}lab/tree/${relative.split('/').map(encodeURIComponent).join('/')}`;
 }
+
+/** "1 of at most 2 (attempt 2: worker 1 was killed by signal 9)", or null when none were allowed or made. */
+export function restartsLine(job: IJob): string | null {
+  const restarts = job.restarts ?? 0;
+  const most = job.max_restarts ?? job.spec?.max_restarts ?? 0;
+  if (!restarts && !most) {
+    return null;
+  }
+  const line = `${restarts} of at most ${most}`;
+  if (!restarts) {
+    return line;
+  }
+  const attempt = job.attempt ?? restarts + 1;
+  return `${line} (attempt ${attempt}${job.last_restart_reason ? `: ${job.last_restart_reason}` : ''})`;
+}

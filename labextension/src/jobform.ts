@@ -21,7 +21,8 @@ export const FORM_FIELDS = [
   'image',
   'datasets',
   'env',
-  'max_runtime_seconds'
+  'max_runtime_seconds',
+  'max_restarts'
 ] as const;
 export type FormField = (typeof FORM_FIELDS)[number];
 
@@ -37,6 +38,7 @@ export interface IFormValues {
   datasets: string[];
   env: string;
   max_runtime_seconds: string;
+  max_restarts: string;
 }
 
 /** Field -> what is wrong with it. Keys outside FORM_FIELDS (e.g. `spec`) are about the whole job. */
@@ -60,7 +62,8 @@ export function initialValues(options: IOptions): IFormValues {
     image: d.image ?? '',
     datasets: [],
     env: '',
-    max_runtime_seconds: ''
+    max_runtime_seconds: '',
+    max_restarts: d.max_restarts === undefined ? '' : String(d.max_restarts)
   };
 }
 
@@ -130,6 +133,12 @@ export function validateForm(
     const runtime = wholeNumber(values.max_runtime_seconds, 1, null);
     fail('max_runtime_seconds', runtime.problem);
     spec.max_runtime_seconds = runtime.value;
+  }
+
+  if (values.max_restarts.trim()) {
+    const restarts = wholeNumber(values.max_restarts, 0, options.bounds.max_restarts?.max ?? null);
+    fail('max_restarts', restarts.problem);
+    spec.max_restarts = restarts.value;
   }
 
   return Object.keys(errors).length ? { spec: null, errors } : { spec, errors: null };

@@ -19,6 +19,7 @@ import {
   pathUnderRoot,
   queueLine,
   queueTitle,
+  restartsLine,
   shortDigest
 } from './format';
 import { paddleIcon } from './icons';
@@ -239,6 +240,7 @@ function details(job: IJob, openFolder: (path: string) => boolean): HTMLElement 
   const env = Object.entries(spec.env ?? {});
   add('Environment', env.length ? h('code', { text: env.map(([k, v]) => `${k}=${v}`).join(' ') }) : null);
   add('Max runtime', spec.max_runtime_seconds ? `${spec.max_runtime_seconds} s` : null);
+  add('Restarts', restartsLine(job));
   add('Backend', job.backend || null);
   add('Code', job.code ? codeDetail(job.code, job.name) : null);
   add('Output folder', job.outputs ? outputsDetail(job.outputs, openFolder) : null);

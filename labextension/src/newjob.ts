@@ -158,6 +158,8 @@ export class JobForm extends Widget {
     this.field(form, 'datasets', 'Datasets', datasets, '');
     this.field(form, 'env', 'Environment', this.textarea('env', values.env, 'KEY=VALUE, one per line', 2), '');
     this.field(form, 'max_runtime_seconds', 'Max runtime (s)', this.text('max_runtime_seconds', values.max_runtime_seconds, 'no limit'), '');
+    this.field(form, 'max_restarts', 'Max restarts', this.text('max_restarts', values.max_restarts, "the site's default"),
+      'Restart all workers together after a worker is lost or evicted; an error in your code is not retried.');
 
     this.summary = h('p', { class: 'pc-JobForm-error', attrs: { role: 'alert' } });
     form.append(this.summary);
@@ -181,7 +183,8 @@ export class JobForm extends Widget {
       image: this.options.images.length ? get('image') : '',
       datasets: this.datasetBoxes.filter(box => box.checked).map(box => box.value),
       env: get('env'),
-      max_runtime_seconds: get('max_runtime_seconds')
+      max_runtime_seconds: get('max_runtime_seconds'),
+      max_restarts: get('max_restarts')
     };
   }
 

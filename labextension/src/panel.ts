@@ -7,7 +7,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { h, phaseBadge } from './dom';
-import { isWaiting, jobDetail, jobResources, jobTiming, queueTitle, quotaRows } from './format';
+import { isWaiting, jobDetail, jobResources, jobTiming, queueTitle, quotaRows, restartsLine } from './format';
 import { paddleIcon } from './icons';
 import { JobsModel } from './model';
 import { IJob, IQuotaReport } from './types';
@@ -111,6 +111,9 @@ function jobRow(job: IJob, now: number): Node[] {
   if (detail && (job.phase === 'Failed' || isWaiting(job))) {
     const title = job.phase === 'Queued' && job.queue ? queueTitle(job.queue) : undefined;
     rows.push(h('div', { class: 'pc-JobItem-message', text: detail, ...(title ? { title } : {}) }));
+  }
+  if (job.restarts) {
+    rows.push(h('div', { class: 'pc-JobItem-restarts', text: `Restarted: ${restartsLine(job)}` }));
   }
   return rows;
 }

@@ -25,6 +25,8 @@ export interface IJobSpec {
   datasets?: string[];
   env?: Record<string, string>;
   max_runtime_seconds?: number | null;
+  /** Restarts of all workers together after a lost, killed or evicted worker; null: the site's default. */
+  max_restarts?: number | null;
 }
 
 export interface IJob {
@@ -44,6 +46,13 @@ export interface IJob {
   outputs?: IOutputsRecord | null;
   /** Where a Queued job stands in line (`jobs.QueueState`); null otherwise. */
   queue?: IQueueState | null;
+  /** 1 first, 2 after the first restart (`Job.attempt`). */
+  attempt?: number;
+  /** Restarts of all workers together so far. */
+  restarts?: number;
+  max_restarts?: number;
+  /** Why the last restart happened, in words; '' before any. */
+  last_restart_reason?: string;
 }
 
 /** Where a Queued job stands in line (`jobs.QueueState.to_dict()`). */
@@ -94,6 +103,7 @@ export interface IOptions {
     gpus_per_worker: { min: number; max: number };
     cpu: { max: string };
     memory: { max: string };
+    max_restarts?: { min: number; max: number };
   };
   /** The image a job runs in when it names none and no list is offered ('' on the local backend). */
   job_image?: string;
@@ -104,6 +114,7 @@ export interface IOptions {
     memory: string;
     image: string | null;
     command: string[];
+    max_restarts?: number;
   };
 }
 

@@ -11,6 +11,7 @@ import {
   queueLine,
   queueTitle,
   quotaRows,
+  restartsLine,
   shortDigest,
   usageSummary
 } from '../src/format';
@@ -102,5 +103,16 @@ describe('a job\'s code and outputs', () => {
     expect(jobDetail({ ...job('p', 'Pending', 1, 0), message: 'The workers are starting.' })).toBe('The workers are starting.');
     expect([queued, job('p', 'Pending', 1, 0), job('r', 'Running', 1, 0), job('s', 'Succeeded', 1, 0)].map(isWaiting))
       .toEqual([true, true, false, false]);
+  });
+});
+
+describe('restartsLine', () => {
+  it('says nothing where no restart was allowed or made, and the attempt and why once restarted', () => {
+    expect(restartsLine(job('a', 'Running', 2, 0))).toBeNull();
+    expect(restartsLine({ ...job('a', 'Running', 2, 0), max_restarts: 2, restarts: 0 })).toBe('0 of at most 2');
+    expect(restartsLine({
+      ...job('a', 'Running', 2, 0), max_restarts: 2, restarts: 1, attempt: 2,
+      last_restart_reason: 'worker 1 was killed by signal 9'
+    })).toBe('1 of at most 2 (attempt 2: worker 1 was killed by signal 9)');
   });
 });

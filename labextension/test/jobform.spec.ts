@@ -52,6 +52,19 @@ describe('validateForm', () => {
     expect(spec?.name).toBe('resnet-3');
   });
 
+  it('checks max restarts against the site maximum and starts from the site default', () => {
+    const site: IOptions = {
+      ...OPTIONS,
+      bounds: { ...OPTIONS.bounds, max_restarts: { min: 0, max: 3 } },
+      defaults: { ...OPTIONS.defaults, max_restarts: 1 }
+    };
+    expect(initialValues(site).max_restarts).toBe('1');
+    expect(validateForm(form({}, site), site).spec?.max_restarts).toBe(1);
+    expect(errors({ max_restarts: '4' }, site)).toEqual({ max_restarts: 'must be at most 3 here (got 4)' });
+    expect(errors({ max_restarts: '-1' }, site)).toEqual({ max_restarts: 'must be at least 0 (got -1)' });
+    expect(validateForm(form({ max_restarts: '' }, site), site).spec).not.toHaveProperty('max_restarts');
+  });
+
   it('names each field against the deployment bounds, with the server wording', () => {
     expect(errors({ workers: '9', gpus_per_worker: '-1', cpu: '32', memory: '65Gi' })).toEqual({
       workers: 'must be at most 8 here (got 9)',

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import Config, LoggingConfigurable
 
-from ..constants import BACKEND_CONFIG_ENV, DATASETS_ENV, IMAGES_ENV
+from ..constants import BACKEND_CONFIG_ENV, DATASETS_ENV, DEFAULT_MAX_RESTARTS, IMAGES_ENV, SITE_MAX_RESTARTS
 from ..errors import InvalidRequest, NotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
 from ..loglines import FrameworkFilter, chunk_lines, lines_chunk, prefix_chunk
-from ..spec import JobSpec
+from ..spec import MAX_RESTARTS, JobSpec
 from ..workspace import DEFAULT_MAX_BYTES
 from .identity import current_user
 
@@ -58,6 +58,11 @@ class JobBackend(LoggingConfigurable):
     max_cpu = Unicode("16", help="Most CPU one worker may ask for (a Kubernetes quantity).").tag(config=True)
     max_memory = Unicode("64Gi", help="Most memory one worker may ask for (a Kubernetes quantity).").tag(config=True)
     default_command = List(Unicode(), help="Command preselected in the launcher.").tag(config=True)
+    max_restarts = Integer(SITE_MAX_RESTARTS, min=0, max=MAX_RESTARTS, help="""Most restarts one job may ask
+        for: how many times all its workers may be started again after a worker is lost, killed or
+        evicted (a worker whose own code exits with an error is never restarted).""").tag(config=True)
+    default_max_restarts = Integer(DEFAULT_MAX_RESTARTS, min=0, max=MAX_RESTARTS, help="""Restarts a job gets
+        when it names none (capped at max_restarts).""").tag(config=True)
     code_max_bytes = Integer(DEFAULT_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
         Kubernetes without a shared workspace the snapshot travels in a ConfigMap, which holds at most
         1 MiB; a bigger folder is refused, naming its largest files.""").tag(config=True)
@@ -98,6 +103,7 @@ class JobBackend(LoggingConfigurable):
         return JobOptions.build(
             self.name, self.images, self.datasets, max_workers=self.max_workers,
             max_gpus_per_worker=self.max_gpus_per_worker, max_cpu=self.max_cpu, max_memory=self.max_memory,
+            max_restarts=self.max_restarts, default_max_restarts=self.default_max_restarts,
             default_command=tuple(self.default_command), outputs_note=self.outputs_note(),
             job_image=self.unnamed_image())
 
@@ -112,8 +118,9 @@ class JobBackend(LoggingConfigurable):
 
     def validate(self, spec: JobSpec) -> JobSpec:
         """Check the spec against this deployment and give it a name."""
-        self.options().check(spec)
-        return spec.with_name()
+        options = self.options()
+        options.check(spec)
+        return options.complete(spec).with_name()
 
     async def submit(self, spec: JobSpec, workdir: str | None = None) -> Job:
         """Start the job in `workdir` (default: the backend's working folder) and record its code."""

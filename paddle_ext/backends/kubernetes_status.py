@@ -11,13 +11,14 @@ import json
 from decimal import Decimal
 
 from ..capacity import Resources, pod_requests
-from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION, GPU_RESOURCE,
+from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, DEFAULT_JOB_KIND, FAILED_ANNOTATION, GPU_RESOURCE,
                          OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobkinds import INDEX_LABELS, JOB_KINDS, JobKind
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quantity import format_quantity, parse_quantity
 from ..quota.model import parse_quota_rejection
+from ..restarts import PEER_LOST_EXIT_CODE, exit_cause
 from ..spec import FIELDS as SPEC_FIELDS
 from ..spec import check_field
 from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
@@ -50,6 +51,60 @@ def pods_by_worker(pods: list[dict]) -> dict[int, dict]:
         if index not in newest or stamp >= (newest[index]["metadata"].get("creationTimestamp") or ""):
             newest[index] = pod
     return newest
+
+
+def _disrupted(pod: dict) -> bool:
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _ended_how(pod: dict) -> str:
+    """How a replaced worker pod ended, in words ("was killed by signal 9")."""
+    if _disrupted(pod):
+        return "was evicted or preempted"
+    if pod["metadata"].get("deletionTimestamp"):
+        return "was stopped: its pod was deleted"
+    terminated = _terminated(pod)
+    if terminated and terminated.get("reason") == "OOMKilled":
+        return "ran out of memory"
+    return exit_cause(terminated.get("exitCode") if terminated else None).words
+
+
+def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -> tuple[int, str]:
+    """(restarts, why the last one happened) from a job's pods: each restart of a worker
+    leaves its old pod behind (Failed), so the most pods any worker index has, less one, is
+    the count; the last replaced pod that did not merely stop for a lost peer says why."""
+    by_index: dict[int, list[dict]] = {}
+    for pod in pods:
+        index = worker_index(pod)
+        if index is not None:
+            by_index.setdefault(index, []).append(pod)
+    replaced = []
+    for index, own in by_index.items():
+        own.sort(key=lambda pod: pod["metadata"].get("creationTimestamp") or "")
+        replaced += [(index, pod) for pod in own[:-1]]
+    if not replaced:
+        return 0, ""
+    count = max(len(own) for own in by_index.values()) - 1
+
+    def finished(item: tuple[int, dict]) -> str:
+        return (_terminated(item[1]) or {}).get("finishedAt") or item[1]["metadata"].get("creationTimestamp") or ""
+
+    replaced.sort(key=finished)
+    causes = [item for item in replaced if (_terminated(item[1]) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    if not causes and job_name:
+        # Only peers that stopped for a lost worker are left: the lost one's pod was deleted
+        # (and is gone); the kubelet's last Killing event names it.
+        known = {pod["metadata"].get("name") for pod in pods if (pod.get("status") or {}).get("phase") != "Failed"}
+        known |= pods_the_job_controller_deleted(job_name, events)
+        for event in sorted(events, key=_event_time, reverse=True):
+            involved = event.get("involvedObject") or {}
+            if event.get("reason") == "Killing" and involved.get("kind") == "Pod" and involved.get("name") not in known:
+                index = worker_of_pod_name(job_name, involved.get("name") or "")
+                if index is not None:
+                    return count, f"worker {index} was stopped: its pod was deleted"
+    index, pod = (causes or replaced)[-1]
+    return count, f"worker {index} {_ended_how(pod)}"
 
 
 def _container_status(pod: dict) -> dict:
@@ -295,6 +350,9 @@ def trusted_spec(kind: JobKind, job: dict, pods: list[dict], gpu_resource: str) 
             spec[field] = value
         if recorded is not None and not same:
             differ.append(field)
+    per_index = ((job.get("spec") or {}) if isinstance(job.get("spec"), dict) else {}).get("backoffLimitPerIndex")
+    if kind.index_label == COMPLETION_INDEX_LABEL and _whole(per_index, 0, 2 ** 31 - 1) is not None:
+        spec["max_restarts"] = per_index  # what the Job controller enforces
     if differ:
         note = f"the {SPEC_ANNOTATION} annotation disagrees with the job object on {', '.join(differ)}; " \
                "the job object's values are shown"
@@ -357,6 +415,12 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
             phase, reason, message = Phase.RUNNING, Reason.NONE, ""
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
+    restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
+    if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:
+        if failed.get("reason") == "PodFailurePolicy" and spec.get("max_restarts"):
+            message += " Not restarted: an error in the job's own code fails it at once."
+        elif restarts:
+            message += f" Restarted {restarts} of at most {spec.get('max_restarts') or 0} times."
     suspended = kind.is_suspended(job) and not cancelled
     quota_message = quota_refusal(events, gpu_resource) if phase == Phase.PENDING else None
     progress = tuple(
@@ -368,7 +432,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
-        progress=progress,
+        progress=progress, restarts=restarts, last_restart_reason=last_restart_reason,
     )
 
 

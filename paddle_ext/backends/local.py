@@ -471,11 +471,13 @@ class LocalBackend(JobBackend):
         if phase.finished:
             times = [e["finished"] for e in exits if e] + [m["at"] for m in marks.values() if m]
             finished = max(times) if times else None
+        restarts = files.restarts(job_dir)
         job = Job(
             name=name, phase=phase, workers=spec["workers"], spec=spec, reason=reason,
             message=message, created=meta.get("created"), finished=finished,
             worker_states=tuple(workers), backend=self.name, code=meta.get("code"), outputs=meta.get("outputs"),
             progress=tuple(local_progress(worker) for worker in workers),
+            restarts=len(restarts), last_restart_reason=restarts[-1]["reason"] if restarts else "",
         )
         # For the queue, a worker whose exit code is written holds nothing any more: its
         # processes are gone, only its supervisor may still be finishing (and starting the

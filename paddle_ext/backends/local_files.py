@@ -10,6 +10,12 @@
                           started; then a message says why)
         cancelled         when the job was cancelled
         deadline          when the job hit max_runtime_seconds
+        attempt-<n>.worker-<i>.exit   how worker i's run in attempt n (0 first) ended, and
+                          whether it was stopped because another worker failed
+        attempt-<n>.failed   the first worker that failed on its own in attempt n (it decides)
+        attempt-<n>.stop     the other workers of attempt n are being stopped
+        attempt-<n>.json     what attempt n's failure led to: {"restart": bool, "reason",
+                          "master" (of the next attempt), "marker" (the line each log gets)}
         code.tar.gz       the code the job ran (when the folder was small enough to keep)
     $PADDLECLOUD_HOME/jobs/.queue/
         <name>            a job waiting in line: {"seq": N, "at": ISO time}; removed when the
@@ -109,6 +115,32 @@ def nvidia_gpus(dev: str = "/dev") -> int:
         return sum(1 for entry in os.listdir(dev) if re.fullmatch(r"nvidia[0-9]+", entry))
     except OSError:
         return 0
+
+
+def attempt_exit_file(job_dir: str, attempt: int, index: int) -> str:
+    return os.path.join(job_dir, f"attempt-{attempt}.worker-{index}.exit")
+
+
+def attempt_failed_file(job_dir: str, attempt: int) -> str:
+    return os.path.join(job_dir, f"attempt-{attempt}.failed")
+
+
+def attempt_stop_file(job_dir: str, attempt: int) -> str:
+    return os.path.join(job_dir, f"attempt-{attempt}.stop")
+
+
+def decision_file(job_dir: str, attempt: int) -> str:
+    return os.path.join(job_dir, f"attempt-{attempt}.json")
+
+
+def restarts(job_dir: str) -> list[dict]:
+    """The job's restarts so far, in order: each attempt's decision to restart."""
+    found = []
+    attempt = 0
+    while (decision := read_json(decision_file(job_dir, attempt))) is not None and decision.get("restart"):
+        found.append(decision)
+        attempt += 1
+    return found
 
 
 def exists(path: str) -> bool:

@@ -5,9 +5,12 @@
 Forks into the background (so the Jupyter server never owns the process and can
 restart freely), becomes leader of a new process group, runs ARGV with output
 appended to `worker-INDEX.log`, and records the exit code in `worker-INDEX.exit`.
-If the worker fails, it marks the job failed and stops the other workers; it also
-enforces the job's deadline, and once its worker has ended starts the queued jobs that now
-fit (LocalBackend.promote, in a process of its own: local_promote). Once the worker has ended, nothing it started may outlive
+If the worker fails, it stops the other workers and, when the failure is worth a restart
+(paddle_ext.restarts) and the job's `max_restarts` allows, every worker's supervisor runs
+its command again as the next attempt (a marker line in each log says which and why);
+otherwise it marks the job failed. It also enforces the job's deadline, and once its worker
+has ended for good starts the queued jobs that now fit (LocalBackend.promote, in a process
+of its own: local_promote). Once the worker has ended, nothing it started may outlive
 it (as nothing outlives a container): the supervisor is the worker's subreaper, so even
 the trainers Paddle's launcher starts in sessions of their own come back to it when the
 launcher dies first, and it kills them. Everything it knows lives in files of the job
@@ -23,6 +26,10 @@ import subprocess
 import sys
 import time
 
+from ..constants import RESTART_ENV
+from ..ports import free_port
+from ..restarts import decide, exit_cause, failure_message, restart_marker
+from ..timestamps import now_iso
 from . import local_files as files
 
 TYPE_CHECKING = False  # (typing itself stays out of a supervisor's start)
@@ -32,6 +39,13 @@ if TYPE_CHECKING:
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 STOP_GRACE_SECONDS = 5.0  # from SIGTERM to SIGKILL, when a worker's peer failed or its deadline came
 STRAYS_TIMEOUT_SECONDS = 10.0  # for killed processes to be gone (they may be in the kernel)
+# When a worker's own code fails and restarts are left, how long the other workers get to end
+# on their own first: a worker killed at the same moment (whose loss made this one's program
+# fail) then counts as the cause, and the job restarts instead of failing.
+PEER_FAILURE_GRACE_SECONDS = 10.0
+# For the other workers' runs to end once stopped (grace, then their strays killed).
+RUN_END_TIMEOUT_SECONDS = STOP_GRACE_SECONDS + STRAYS_TIMEOUT_SECONDS + 5.0
+POLL_SECONDS = 0.1
 
 
 def stop_group(pgid: int, grace_seconds: float = STOP_GRACE_SECONDS, wait_for_supervisor: bool = True) -> None:
@@ -127,41 +141,152 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
     # out (the pid is written first, so a canceller either sees it or we see its mark).
     if files.exists(files.cancel_file(job_dir)) or files.exists(files.failed_file(job_dir)):
         return 0
-    env = {**os.environ, **meta.get("env", {})}
+    max_restarts = meta["spec"].get("max_restarts") or 0
+    workers = meta["spec"]["workers"]
+    attempt = 0
     with open(files.log_path(job_dir, index), "ab", buffering=0) as log:
-        try:
-            child = subprocess.Popen(
-                argv, cwd=meta.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
-            )
-        except Exception as exc:  # noqa: BLE001 (OSError, or what exec refuses: the job must still end)
-            log.write(f"paddlecloud: could not start worker {index}: {exc}\n".encode(errors="replace"))
-            files.write_exit(job_dir, index, 127)
-            files.mark_failed(job_dir, index, 127, f"Worker {index} could not start: {exc}.")
-            stop_other_workers(job_dir, index)
-            return 127
-        timeout = None
-        if meta.get("deadline"):
-            timeout = max(meta["deadline"] - time.time(), 0.1)
-        try:
-            code = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            log.write(f"paddlecloud: worker {index} reached the job's time limit; stopping it\n".encode())
-            files.mark_deadline(job_dir)
-            child.terminate()
-            try:
-                code = child.wait(timeout=STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                code = child.wait()
-            stop_other_workers(job_dir, index)
-    stop_strays()
+        code = 0
+        while True:
+            if attempt and ended_by_user(job_dir):  # cancelled while the restart was decided
+                break
+            code = run_attempt(job_dir, index, argv, meta, attempt, log)
+            if code is None:  # could not start: the job has failed
+                return 127
+            files.write_json(files.attempt_exit_file(job_dir, attempt, index), {
+                "exit_code": code, "stopped": files.exists(files.attempt_stop_file(job_dir, attempt))})
+            if ended_by_user(job_dir):
+                break
+            decision = settle(job_dir, index, workers, attempt, max_restarts, code)
+            if decision is None or not decision.get("restart"):
+                break
+            attempt += 1
+            argv = with_master(argv, decision["master"])
+            log.write((decision["marker"] + "\n").encode(errors="replace"))
     files.write_exit(job_dir, index, code)
-    if code != 0 and not files.exists(files.cancel_file(job_dir)):
-        if files.mark_failed(job_dir, index, code):
-            stop_other_workers(job_dir, index)
     return code
+
+
+def ended_by_user(job_dir: str) -> bool:
+    """Cancelled, or past its deadline: no restart, whatever the exit codes."""
+    return files.exists(files.cancel_file(job_dir)) or files.exists(files.deadline_file(job_dir))
+
+
+def run_attempt(job_dir: str, index: int, argv: list[str], meta: dict, attempt: int, log) -> int | None:
+    """Run the worker's command once, as attempt `attempt`; its exit code (None: it could not
+    start, and the job is marked failed). Nothing it started outlives it."""
+    env = {**os.environ, **meta.get("env", {}), RESTART_ENV: str(attempt)}
+    try:
+        child = subprocess.Popen(
+            argv, cwd=meta.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        )
+    except Exception as exc:  # noqa: BLE001 (OSError, or what exec refuses: the job must still end)
+        log.write(f"paddlecloud: could not start worker {index}: {exc}\n".encode(errors="replace"))
+        files.write_exit(job_dir, index, 127)
+        files.mark_failed(job_dir, index, 127, f"Worker {index} could not start: {exc}.")
+        stop_other_workers(job_dir, index)
+        return None
+    timeout = None
+    if meta.get("deadline"):
+        timeout = max(meta["deadline"] - time.time(), 0.1)
+    try:
+        code = child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log.write(f"paddlecloud: worker {index} reached the job's time limit; stopping it\n".encode())
+        files.mark_deadline(job_dir)
+        child.terminate()
+        try:
+            code = child.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            code = child.wait()
+        stop_other_workers(job_dir, index)
+    stop_strays()
+    return code
+
+
+def with_master(argv: list[str], master: str) -> list[str]:
+    """The launcher's command line with another rendezvous address (each attempt gets its own)."""
+    argv = list(argv)
+    if "--master" in argv:
+        argv[argv.index("--master") + 1] = master
+    return argv
+
+
+def settle(job_dir: str, index: int, workers: int, attempt: int, max_restarts: int, code: int) -> dict | None:
+    """After this worker's run in `attempt` ended with `code`: what happens next, once every
+    worker's run has ended (a decision dict, or None when the attempt succeeded or the job
+    was cancelled). The first worker to fail on its own decides for all."""
+    stopped = files.exists(files.attempt_stop_file(job_dir, attempt))
+    if code != 0 and not stopped and files.create_json_once(
+            files.attempt_failed_file(job_dir, attempt), {"worker": index, "exit_code": code, "at": now_iso()}):
+        return decide_attempt(job_dir, index, workers, attempt, max_restarts, code)
+    while True:  # another worker decides, or every worker has finished well
+        decision = files.read_json(files.decision_file(job_dir, attempt))
+        if decision is not None:
+            return decision
+        if ended_by_user(job_dir):
+            return None
+        exits = [files.read_json(files.attempt_exit_file(job_dir, attempt, i)) for i in range(workers)]
+        if all(e is not None and e["exit_code"] == 0 for e in exits) and not files.exists(
+                files.attempt_failed_file(job_dir, attempt)):
+            return None
+        lost = lost_workers(job_dir, workers, attempt)
+        if lost and files.create_json_once(files.attempt_failed_file(job_dir, attempt),
+                                           {"worker": lost[0], "exit_code": None, "at": now_iso()}):
+            return decide_attempt(job_dir, lost[0], workers, attempt, 0, None)  # its supervisor is gone
+        time.sleep(POLL_SECONDS)
+
+
+def lost_workers(job_dir: str, workers: int, attempt: int) -> list[int]:
+    """Workers whose supervisor is gone without saying how their run in `attempt` ended."""
+    pids = files.worker_pids(job_dir)
+    # Liveness before the record: a supervisor writes its record and then ends, so one seen
+    # gone has written it, if it ever will.
+    gone = [i for i in range(workers) if i in pids and not files.group_alive(pids[i])]
+    return [i for i in gone if not files.exists(files.attempt_exit_file(job_dir, attempt, i))]
+
+
+def decide_attempt(job_dir: str, index: int, workers: int, attempt: int, max_restarts: int,
+                   code: int | None) -> dict:
+    """The deciding worker's part: stop the others (at once when this failure is worth a
+    restart; after PEER_FAILURE_GRACE_SECONDS when it is the user's own error, so that a
+    worker killed at the same moment is seen as the cause), wait until every run has ended,
+    then record the decision and, when the job ends, its failure."""
+    if attempt < max_restarts and not exit_cause(code).retryable:
+        _wait_until(lambda: len(ended_runs(job_dir, workers, attempt)) >= workers, PEER_FAILURE_GRACE_SECONDS)
+    files.create_json_once(files.attempt_stop_file(job_dir, attempt), {"at": now_iso()})
+    stop_other_workers(job_dir, index)
+    _wait_until(lambda: len(ended_runs(job_dir, workers, attempt)) >= workers
+                or bool(lost_workers(job_dir, workers, attempt)), RUN_END_TIMEOUT_SECONDS)
+    runs = ended_runs(job_dir, workers, attempt)
+    failures = {i: run["exit_code"] for i, run in runs.items() if run["exit_code"] != 0 and not run["stopped"]}
+    failures[index] = code
+    lost = [i for i in lost_workers(job_dir, workers, attempt) if i not in runs]
+    if lost:  # a worker without its supervisor cannot be restarted here
+        failures = {lost[0]: None}
+        max_restarts = 0
+    decision = decide(failures, attempt, max_restarts)
+    record = {"restart": decision.restart, "reason": decision.reason, "worker": decision.worker, "at": now_iso()}
+    if decision.restart:
+        record["master"] = f"127.0.0.1:{free_port()}"
+        record["marker"] = restart_marker(attempt + 1, max_restarts, decision.reason)
+    else:
+        files.mark_failed(job_dir, decision.worker, failures[decision.worker],
+                          failure_message(decision.reason, attempt, max_restarts, decision.retryable))
+    files.write_json(files.decision_file(job_dir, attempt), record)
+    return record
+
+
+def ended_runs(job_dir: str, workers: int, attempt: int) -> dict[int, dict]:
+    """The runs of `attempt` that have ended, by worker."""
+    found = {}
+    for i in range(workers):
+        run = files.read_json(files.attempt_exit_file(job_dir, attempt, i))
+        if run is not None:
+            found[i] = run
+    return found
 
 
 def main(args: list[str]) -> int:

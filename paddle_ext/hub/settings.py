@@ -40,7 +40,7 @@ DEFAULT_PROFILES = (
 _PROFILE_KEYS = {"slug", "display_name", "description", "gpus", "cpu", "memory", "image", "default"}
 # What a site may set for jobs launched from notebooks (JobBackend traits, see paddle_ext.backends.base).
 JOB_OPTION_KEYS = ("max_workers", "max_gpus_per_worker", "max_cpu", "max_memory", "default_command",
-                   "ttl_seconds_after_finished")
+                   "ttl_seconds_after_finished", "max_restarts", "default_max_restarts")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +96,7 @@ class HubSettings:
     # LocalQueue to submit to ("" = no Kueue; with cluster_queue the spawner creates that
     # LocalQueue in each user namespace, pointing at this ClusterQueue), and bounds and defaults
     # (JOB_OPTION_KEYS: max_workers, max_gpus_per_worker, max_cpu, max_memory, default_command,
-    # ttl_seconds_after_finished).
+    # ttl_seconds_after_finished, max_restarts (the most a job may ask for), default_max_restarts).
     job_kind: str = DEFAULT_JOB_KIND  # a name in jobkinds.JOB_KINDS
     queue_name: str = ""
     cluster_queue: str = ""

@@ -60,7 +60,8 @@ class JobLauncher(widgets.VBox):
 
     Keyword arguments named like JobSpec fields (workers=2, command=[...], ...) preset the form."""
 
-    PRESETS = ("name", "workers", "gpus_per_worker", "cpu", "memory", "image", "datasets", "command", "env")
+    PRESETS = ("name", "workers", "gpus_per_worker", "cpu", "memory", "image", "datasets", "command", "env",
+               "max_restarts")
 
     def __init__(self, client: JobClient | None = None, **kwargs):
         presets = {key: kwargs.pop(key) for key in self.PRESETS if key in kwargs}
@@ -96,6 +97,11 @@ class JobLauncher(widgets.VBox):
         self.env = widgets.Textarea(description="Environment", placeholder="KEY=VALUE, one per line",
                                     value="\n".join(f"{k}={v}" for k, v in (defaults.get("env") or {}).items()),
                                     style=style, layout=widgets.Layout(width="560px", height="60px"))
+        self.max_restarts = widgets.BoundedIntText(
+            description="Max restarts", value=defaults["max_restarts"], min=0, max=options.max_restarts,
+            style=style, disabled=options.max_restarts == 0,
+            tooltip="Restart all workers together up to this many times after a worker is lost, "
+                                "killed or evicted (an error in your code is not retried)")
         self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="rocket")
         self.message = widgets.HTML()
         self.quota_view = widgets.HTML()
@@ -106,7 +112,7 @@ class JobLauncher(widgets.VBox):
         self.launch_button.on_click(self._on_launch)
         super().__init__(
             [self.name, self.workers, self.gpus, self.cpu, self.memory, self.image, self.datasets,
-             self.command, self.env, widgets.HBox([self.launch_button, self.message]),
+             self.command, self.env, self.max_restarts, widgets.HBox([self.launch_button, self.message]),
              self.quota_view, self.outputs_view, self.monitor_box],
             **kwargs,
         )
@@ -125,6 +131,7 @@ class JobLauncher(widgets.VBox):
             image=self.image.value if self._has_images else None,
             datasets=list(self.datasets.value),
             env=parse_env(self.env.value),
+            max_restarts=self.max_restarts.value,
         )
 
     def _show_quota(self) -> None:

@@ -57,7 +57,7 @@ SHELL_WORDS = ["a b", "$HOME", "`touch pwned-backtick`", "$(touch pwned-subshell
 def test_every_submit_option_reaches_the_job_and_no_shell_runs_it(cli, workdir, tmp_path):
     result = cli("submit", "--name", "all-options", "--workers", "2", "--cpu", "500m", "--memory", "1Gi",
                  "--image", IMAGES[1]["name"], "--dataset", "mnist", "--env", "PROBE_GREETING=hello world",
-                 "--env", "PROBE_EQUATION=a=b", "--max-runtime", "900", "--follow",
+                 "--env", "PROBE_EQUATION=a=b", "--max-runtime", "900", "--max-restarts", "1", "--follow",
                  "--", "python", "probe.py", *SHELL_WORDS)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines()[0] == "all-options"
@@ -70,12 +70,13 @@ def test_every_submit_option_reaches_the_job_and_no_shell_runs_it(cli, workdir, 
         assert {k: v for k, v in worker["env"].items() if k.startswith("PROBE_")} == {
             "PROBE_GREETING": "hello world", "PROBE_EQUATION": "a=b"}
         assert worker["env"]["PADDLECLOUD_DATASET_MNIST"] == str(tmp_path / "data" / "mnist")
+        assert worker["env"]["PADDLECLOUD_RESTART"] == "0"  # the first attempt
     assert not list(workdir.glob("pwned*")), "a shell ran the command"
     spec = json.loads(cli("status", "all-options", "--json").stdout)["spec"]
     assert spec == {"name": "all-options", "command": ["python", "probe.py", *SHELL_WORDS], "workers": 2,
                     "gpus_per_worker": 0, "cpu": "500m", "memory": "1Gi", "image": IMAGES[1]["name"],
                     "datasets": ["mnist"], "env": {"PROBE_GREETING": "hello world", "PROBE_EQUATION": "a=b"},
-                    "max_runtime_seconds": 900}
+                    "max_runtime_seconds": 900, "max_restarts": 1}
 
 
 def test_max_runtime_ends_the_job_deadline_exceeded(cli, tmp_path):

@@ -179,9 +179,9 @@ def test_options_by_value(server):
     assert server.api("GET", "/options").json() == {
         "backend": "local", "images": [], "datasets": [],
         "bounds": {"workers": {"min": 1, "max": 8}, "gpus_per_worker": {"min": 0, "max": 0},
-                   "cpu": {"max": "16"}, "memory": {"max": "64Gi"}},
+                   "cpu": {"max": "16"}, "memory": {"max": "64Gi"}, "max_restarts": {"min": 0, "max": 10}},
         "defaults": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi", "image": None,
-                     "command": ["python", "train.py", "--epochs", "3"]},
+                     "command": ["python", "train.py", "--epochs", "3"], "max_restarts": 0},
         "outputs_note": "",
         "job_image": "",
     }

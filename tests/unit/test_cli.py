@@ -20,6 +20,8 @@ def local_home(tmp_path, monkeypatch):
     (["submit", "--"], "command:"),
     (["submit", "--env", "NOEQUALS", "--", "x"], "KEY=VALUE"),
     (["submit", "--workers", "two", "--", "x"], "invalid int value"),
+    (["submit", "--max-restarts", "-1", "--", "python", "t.py"], "max_restarts: must be at least 0"),
+    (["submit", "--max-restarts", "11", "--", "python", "t.py"], "max_restarts: must be at most 10 here"),
     (["status", "nope"], "No job named 'nope'"),
     (["logs", "nope"], "No job named 'nope'"),
     (["frobnicate"], "invalid choice"),
@@ -48,3 +50,26 @@ def test_backend_option_before_or_after_the_command(capsys):
     assert main(["list", "--backend", "local", "--json"]) == 0
     assert main(["--backend", "moon", "list"]) == 2
     assert "invalid choice: 'moon'" in capsys.readouterr().err
+
+
+def test_status_and_list_show_the_restarts():
+    from paddle_ext.cli import _describe, _table
+    from paddle_ext.jobs import Job
+
+    job = Job(name="j", phase="Running", workers=2, spec={"max_restarts": 2}, restarts=1,
+              last_restart_reason="worker 1 was killed by signal 9")
+    assert "Restarts: 1 of at most 2 (now attempt 2 of 3: worker 1 was killed by signal 9)" in _describe(job)
+    header, row = _table([job]).splitlines()
+    assert header.split()[:4] == ["NAME", "PHASE", "WORKERS", "RESTARTS"] and row.split()[:4] == ["j", "Running", "2", "1"]
+    never = Job(name="k", phase="Running", workers=1, spec={})
+    assert "Restarts" not in _describe(never)
+    assert (never.to_dict()["restarts"], never.to_dict()["attempt"], never.to_dict()["max_restarts"]) == (0, 1, 0)
+
+
+def test_the_cell_magic_takes_max_restarts_as_the_cli_does():
+    from paddle_ext.cli import spec_from_options
+    from paddle_ext.magic import build_parser
+
+    args = build_parser().parse_args(["--workers", "2", "--max-restarts", "3"])
+    assert spec_from_options(args, ["python", "cell.py"]).max_restarts == 3
+    assert spec_from_options(build_parser().parse_args([]), ["python", "cell.py"]).max_restarts is None  # the site's

@@ -45,3 +45,26 @@ def test_notebook_starts_the_single_user_server_and_hub_uses_the_kubernetes_conf
     assert notebook["CMD"] == '["jupyterhub-singleuser"]'
     hub = instructions(REPO / "images" / "hub" / "Dockerfile")
     assert ["COPY", "hub_config/jupyterhub_config.py /etc/jupyterhub/jupyterhub_config.py"] in hub
+
+
+def test_the_worker_images_part_of_the_package_needs_only_itself_and_the_standard_library():
+    """The worker image carries a few modules of paddle_ext (reporting, checkpoints, the entry of
+    jobs that may restart): what they import at module level must be among them or the standard
+    library (paddle is imported inside checkpoint's functions, where the worker has it)."""
+    import ast
+    import sys
+
+    copied = [source for op, args in instructions(REPO / "images" / "worker" / "Dockerfile") if op == "COPY"
+              for source in args.split()[:-1] if re.fullmatch(r"paddle_ext/\w+\.py", source)]
+    names = {Path(source).stem for source in copied}
+    assert {"checkpoint", "restarts", "worker", "reporting"} <= names
+    for source in copied:
+        tree = ast.parse((REPO / source).read_text())
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert (node.module or "__init__").split(".")[0] in names, f"{source}: from .{node.module}"
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+                for module in modules:
+                    assert module.split(".")[0] in sys.stdlib_module_names or module == "__future__", \
+                        f"{source} imports {module}"

@@ -280,3 +280,71 @@ def test_the_init_container_that_unpacks_the_code_counts_for_pulls_and_failures(
         "exitCode": 1, "reason": "Error", "message": "no space left on device"}}}]
     result = job_from_objects(condition(make_job(), "Failed", "BackoffLimitExceeded"), [failed], [])
     assert result.message == "Worker 1 exited with code 1. no space left on device"
+
+
+def ended(index, code, created, finished, conditions=None, deleted=False):
+    failed = pod(index, "Failed", {"terminated": {"exitCode": code, "finishedAt": finished}}, conditions, created)
+    if deleted:
+        failed["metadata"]["deletionTimestamp"] = finished
+    return failed
+
+
+def test_restarts_are_counted_from_the_replaced_pods_and_the_cause_is_the_lost_worker():
+    """Worker 1's trainer was killed (247 from Paddle's launcher); worker 0 then stopped for the
+    lost peer (paddle_ext.worker's code, 200): one restart of both, caused by worker 1."""
+    job = make_job(max_restarts=2)
+    pods = [ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:02:05Z"),
+            ended(1, 247, "2026-01-01T00:00:01Z", "2026-01-01T00:02:00Z"),
+            pod(0, state={"running": {}}, created="2026-01-01T00:02:10Z"),
+            pod(1, state={"running": {}}, created="2026-01-01T00:02:11Z")]
+    result = job_from_objects(job, pods, [])
+    assert (result.phase, result.restarts, result.attempt) == ("Running", 1, 2)
+    assert result.last_restart_reason == "worker 1 was killed by signal 9"
+    assert result.to_dict()["max_restarts"] == 2 and result.attempt_line() == (
+        "attempt 2 of 3: worker 1 was killed by signal 9")
+    assert [w.phase for w in result.worker_states] == ["Running", "Running"]  # the newest pods
+
+
+def test_an_evicted_worker_is_said_so_and_a_job_without_old_pods_has_no_restarts():
+    disrupted = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
+    pods = [ended(1, 143, "2026-01-01T00:00:01Z", "2026-01-01T00:01:00Z", disrupted),
+            pod(0, state={"running": {}}), pod(1, state={"running": {}}, created="2026-01-01T00:01:30Z")]
+    result = job_from_objects(make_job(max_restarts=1), pods, [])
+    assert (result.restarts, result.last_restart_reason) == (1, "worker 1 was evicted or preempted")
+    plain = job_from_objects(make_job(), [pod(0, state={"running": {}}), pod(1, state={"running": {}})], [])
+    assert (plain.restarts, plain.last_restart_reason, plain.to_dict()["max_restarts"]) == (0, "", 0)
+
+
+def test_a_job_out_of_restarts_fails_with_the_count():
+    job = condition(make_job(max_restarts=1), "Failed", "FailedIndexes", "Job has failed indexes")
+    pods = [ended(1, 137, "2026-01-01T00:00:01Z", "2026-01-01T00:01:00Z"),
+            ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:01:01Z"),
+            ended(1, 137, "2026-01-01T00:01:10Z", "2026-01-01T00:03:00Z"),
+            ended(0, 200, "2026-01-01T00:01:10Z", "2026-01-01T00:03:01Z")]
+    result = job_from_objects(job, pods, [])
+    assert (result.phase, result.reason, result.restarts) == ("Failed", "WorkerFailed", 1)
+    assert result.message == "Worker 1 exited with code 137. Restarted 1 of at most 1 times."
+
+
+def test_a_deleted_worker_pod_that_is_gone_is_named_by_the_kubelets_killing_event():
+    """Worker 1's pod was deleted and is gone; worker 0's old pod stopped for the lost peer."""
+    pods = [ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:02:05Z"),
+            pod(0, state={"running": {}}, created="2026-01-01T00:02:10Z"),
+            pod(1, state={"running": {}}, created="2026-01-01T00:02:11Z")]
+    killing = {"reason": "Killing", "message": "Stopping container paddle", "firstTimestamp": "2026-01-01T00:02:00Z",
+               "involvedObject": {"kind": "Pod", "name": "j-1-abcde"}}
+    result = job_from_objects(make_job(max_restarts=2), pods, [killing])
+    assert (result.restarts, result.last_restart_reason) == (1, "worker 1 was stopped: its pod was deleted")
+    assert job_from_objects(make_job(max_restarts=2), pods, []).last_restart_reason == (
+        "worker 0 stopped because a peer worker was lost")  # without the event: what is known
+
+
+def test_the_users_own_error_fails_a_restartable_job_at_once_and_says_so():
+    job = condition(make_job(max_restarts=2), "Failed", "PodFailurePolicy",
+                    "Container paddle for pod ns/j-1-abcde failed with exit code 1 matching FailJob rule at index 1")
+    pods = [pod(0, "Succeeded", {"terminated": {"exitCode": 0}}),
+            ended(1, 1, "2026-01-01T00:00:01Z", "2026-01-01T00:01:00Z")]
+    result = job_from_objects(job, pods, [])
+    assert (result.phase, result.reason, result.restarts) == ("Failed", "WorkerFailed", 0)
+    assert result.message == ("Worker 1 exited with code 1. Not restarted: an error in the job's own code fails "
+                              "it at once.")

@@ -99,9 +99,9 @@ def test_options_serialise_the_launchers_form_with_the_spec_defaults():
         "images": [{"name": "paddle:gpu", "description": "GPU"}],
         "datasets": [{"name": "mnist", "description": "", "mount_path": "/d/mnist"}],
         "bounds": {"workers": {"min": 1, "max": 4}, "gpus_per_worker": {"min": 0, "max": 8},
-                   "cpu": {"max": "16"}, "memory": {"max": "64Gi"}},
+                   "cpu": {"max": "16"}, "memory": {"max": "64Gi"}, "max_restarts": {"min": 0, "max": 10}},
         "defaults": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi", "image": "paddle:gpu",
-                     "command": ["python", "train.py"]},
+                     "command": ["python", "train.py"], "max_restarts": 0},
         "outputs_note": "",
         "job_image": "",
     }
@@ -173,6 +173,10 @@ def test_the_options_name_the_image_jobs_run_in_when_none_is_offered(tmp_path, m
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))  # no cluster: the quota line stays empty
     launcher = JobLauncher(client=JobClient(kubernetes))
     assert (launcher.image.value, launcher.image.disabled) == (DEFAULT_WORKER_IMAGE, True)
+    # The restarts field offers the site's bounds and default, and reaches the spec.
+    assert (launcher.max_restarts.value, launcher.max_restarts.max) == (0, 10)
+    launcher.max_restarts.value = 2
+    assert launcher.spec().max_restarts == 2
     assert launcher.spec().image is None  # the backend picks it, as for the CLI
 
 

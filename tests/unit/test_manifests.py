@@ -162,7 +162,8 @@ def test_a_job_from_a_folder_on_the_shared_workspace_runs_there_and_keeps_its_ou
                                                     workspace_mount="/home/jovyan"))
 
 
-@pytest.mark.parametrize("spec", [JobSpec(name="tiny", command=["python", "t.py"]), big_spec()])
+@pytest.mark.parametrize("spec", [JobSpec(name="tiny", command=["python", "t.py"]), big_spec(),
+                                  JobSpec(name="again", command=["python", "t.py"], workers=2, max_restarts=3)])
 @pytest.mark.parametrize("folder", [{}, {"workdir": "/home/jovyan/p", "code_configmap": "x-code"},
                                     {"workdir": "/home/jovyan/p", "workspace": HOME, "workspace_mount": "/home/jovyan"}])
 def test_objects_match_kubernetes_schemas(spec, folder):
@@ -176,6 +177,48 @@ def test_schema_check_is_real():
     job["spec"]["completionMode"] = 3
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+
+
+def test_a_job_that_may_restart_counts_lost_workers_not_the_users_errors():
+    spec = JobSpec(name="again", command=["python", "t.py"], workers=2, max_restarts=3)
+    _, job = job_objects(spec, settings())
+    policy = {key: value for key, value in job["spec"].items()
+              if key not in ("completionMode", "completions", "parallelism", "template")}
+    assert policy == {
+        "backoffLimitPerIndex": 3, "maxFailedIndexes": 0, "podReplacementPolicy": "Failed",
+        "podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "FailJob", "onExitCodes": {"containerName": "paddle", "operator": "In",
+                                                  "values": list(range(1, 129))}},
+        ]},
+    }
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:12] == [
+        "python", "-m", "paddle_ext.worker", "--index", "$(JOB_COMPLETION_INDEX)", "--workers", "2",
+        "--peer", "again-{i}.again", "--port", "36790", "--"]
+    assert container["command"][12:15] == ["python", "-m", "paddle.distributed.launch"]
+    assert {"name": "paddle-peers", "containerPort": 36790} in container["ports"]
+    assert {"name": "PADDLECLOUD_RESTART", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"}}} in container["env"]
+    # The rule's exit codes are the ones paddle_ext.restarts does not retry.
+    from paddle_ext.restarts import exit_cause
+
+    values = policy["podFailurePolicy"]["rules"][1]["onExitCodes"]["values"]
+    assert values == sorted(values) and len(values) <= 255
+    assert all(not exit_cause(code).retryable for code in values)
+    assert all(exit_cause(code).retryable for code in range(129, 256))
+    # Without restarts, the job is what it always was: any failure fails it.
+    _, plain = job_objects(JobSpec(name="once", command=["python", "t.py"], max_restarts=0), settings())
+    assert plain["spec"]["backoffLimit"] == 0 and "backoffLimitPerIndex" not in plain["spec"]
+    assert plain["spec"]["template"]["spec"]["containers"][0]["command"][:3] == [
+        "python", "-m", "paddle.distributed.launch"]
+
+
+def test_a_paddlejob_that_may_restart_uses_the_operators_exit_code_policy():
+    (job,) = job_objects(JobSpec(name="again", command=["python", "t.py"], workers=2, max_restarts=3),
+                         settings(kind="paddlejob"))
+    assert job["spec"]["paddleReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+    assert job["spec"]["runPolicy"]["backoffLimit"] == 6
 
 
 def test_paddlejob_variant():

@@ -22,7 +22,7 @@ from paddle_ext.quantity import LARGEST_COUNT
 from paddle_ext.server.app import PaddleCloudExtension
 from paddle_ext.server.handlers import API_PREFIX, FALLBACK
 from paddle_ext.server.handlers import openapi_document as jobs_document
-from paddle_ext.spec import MAX_RUNTIME_SECONDS, MAX_WORKERS
+from paddle_ext.spec import MAX_RESTARTS, MAX_RUNTIME_SECONDS, MAX_WORKERS
 
 METHODS = ("get", "post", "put", "patch", "delete")
 QUOTA_API = "/services/quota/api"
@@ -106,6 +106,7 @@ def test_the_job_spec_limits_in_the_document_are_the_codes():
     assert spec["name"]["pattern"] == JOB_NAME_PATTERN.pattern
     assert spec["workers"]["maximum"] == MAX_WORKERS
     assert spec["max_runtime_seconds"]["maximum"] == MAX_RUNTIME_SECONDS
+    assert spec["max_restarts"]["maximum"] == MAX_RESTARTS
     quantity = jobs_document()["components"]["schemas"]["Quantity"]["pattern"]
     assert quantity == QUANTITY_PATTERN.pattern
 

@@ -100,3 +100,33 @@ def test_generated_names_are_valid_and_derived_from_script():
 def test_with_name_keeps_an_explicit_name():
     assert JobSpec(command=["x"], name="mine").with_name().name == "mine"
     assert JobSpec(command=["x"]).with_name().name.startswith("job-")
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"max_restarts": -1}, "at least 0"),
+    ({"max_restarts": 1.5}, "whole number"),
+    ({"max_restarts": "2"}, "whole number"),
+    ({"max_restarts": 1001}, "at most 1000"),
+])
+def test_max_restarts_is_a_non_negative_whole_number(fields, words):
+    assert words in problems_of(**fields)["max_restarts"]
+
+
+def test_max_restarts_left_out_is_the_sites_and_round_trips():
+    assert JobSpec(command=["python", "t.py"]).max_restarts is None
+    spec = JobSpec.from_dict({"command": ["python", "t.py"], "max_restarts": 3})
+    assert spec.max_restarts == 3 and JobSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_the_site_bounds_restarts_and_fills_in_its_default():
+    from paddle_ext.options import JobOptions
+
+    options = JobOptions("local", max_restarts=2, default_max_restarts=1)
+    with pytest.raises(SpecError) as info:
+        options.check(JobSpec(command=["python", "t.py"], max_restarts=3))
+    assert info.value.problems == {"max_restarts": "must be at most 2 here (got 3)"}
+    assert options.complete(JobSpec(command=["python", "t.py"])).max_restarts == 1
+    assert options.complete(JobSpec(command=["python", "t.py"], max_restarts=0)).max_restarts == 0
+    assert options.to_dict()["bounds"]["max_restarts"] == {"min": 0, "max": 2}
+    # A default above the site's maximum is capped, not offered.
+    assert JobOptions("local", max_restarts=1, default_max_restarts=5).defaults()["max_restarts"] == 1

@@ -1,0 +1,151 @@
+"""Checkpoints a training script resumes from after a restart, in two lines:
+
+    start = checkpoint.resume(model, optimizer)          # 0 on a fresh start
+    for step in range(start, total_steps):
+        ...train one step...
+        checkpoint.save(model, optimizer, step + 1)       # rank 0 writes; the others return
+
+A checkpoint is one file, `step-<N>.pdckpt`, holding the model's and the optimizer's state
+and N, the number of steps done; it goes to `$PADDLECLOUD_OUTPUT_DIR/checkpoints` (the
+job's output folder, kept after the job on the embedded default and with a shared
+workspace on Kubernetes), written to a temporary file and renamed into place, so a worker
+killed mid-write leaves the previous checkpoint whole. The last `keep` are kept.
+
+Every worker reads the same folder: where the workers do not share it (Kubernetes without
+a shared workspace), a restarted job starts again from step 0. Restarts themselves are the
+platform's (see `max_restarts`); `$PADDLECLOUD_RESTART` says which attempt runs (0 first).
+
+Imports paddle only when called, so `import paddle_ext.checkpoint` costs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+import tempfile
+from typing import Any
+
+from .constants import OUTPUT_DIR_ENV, RESTART_ENV, TRAINER_ID_ENV
+
+FOLDER = "checkpoints"
+SUFFIX = ".pdckpt"
+DEFAULT_KEEP = 3
+_NAME = re.compile(r"step-(\d{1,18})" + re.escape(SUFFIX) + r"\Z")
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    path: str
+    step: int
+
+
+def folder(directory: str | None = None) -> str:
+    """Where checkpoints go: `directory`, else $PADDLECLOUD_OUTPUT_DIR/checkpoints, else
+    ./checkpoints (a script run by hand)."""
+    if directory:
+        return directory
+    return os.path.join(os.environ.get(OUTPUT_DIR_ENV) or ".", FOLDER)
+
+
+def attempt() -> int:
+    """Which attempt of the job this is: 0 first, 1 after the first restart ($PADDLECLOUD_RESTART)."""
+    try:
+        return max(int(os.environ.get(RESTART_ENV, "0")), 0)
+    except ValueError:
+        return 0
+
+
+def checkpoints(directory: str | None = None) -> list[Checkpoint]:
+    """The complete checkpoints in the folder, oldest step first (temporary files are not)."""
+    where = folder(directory)
+    try:
+        names = os.listdir(where)
+    except FileNotFoundError:
+        return []
+    found = [Checkpoint(os.path.join(where, name), int(match[1]))
+             for name in names if (match := _NAME.fullmatch(name))]
+    return sorted(found, key=lambda checkpoint: checkpoint.step)
+
+
+def latest(directory: str | None = None) -> Checkpoint | None:
+    """The checkpoint with the most steps done, or None."""
+    found = checkpoints(directory)
+    return found[-1] if found else None
+
+
+def _rank() -> int:
+    try:
+        return int(os.environ.get(TRAINER_ID_ENV, "0"))
+    except ValueError:
+        return 0
+
+
+def _layer(model: Any) -> Any:
+    """The model itself, also when wrapped in paddle.DataParallel (whose state names differ)."""
+    return getattr(model, "_layers", model)
+
+
+def save(model: Any, optimizer: Any = None, step: int = 0, directory: str | None = None,
+         keep: int = DEFAULT_KEEP, extra: dict | None = None) -> Checkpoint | None:
+    """Write a checkpoint of `model` (and `optimizer`) after `step` steps; only rank 0 writes
+    (the others return None at once: their state is the same). Atomic: written to a temporary
+    file in the same folder, flushed to disk, then renamed. Keeps the last `keep`."""
+    if _rank() != 0:
+        return None
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1 (got {keep})")
+    import paddle
+
+    where = folder(directory)
+    os.makedirs(where, exist_ok=True)
+    state = {"step": int(step), "model": _layer(model).state_dict(), "extra": dict(extra or {})}
+    if optimizer is not None:
+        state["optimizer"] = optimizer.state_dict()
+    path = os.path.join(where, f"step-{int(step):09d}{SUFFIX}")
+    fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-", suffix=SUFFIX)
+    os.close(fd)
+    try:
+        paddle.save(state, tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    for old in checkpoints(where)[:-keep]:
+        try:
+            os.unlink(old.path)
+        except FileNotFoundError:
+            pass
+    return Checkpoint(path, int(step))
+
+
+def load(checkpoint: Checkpoint, model: Any, optimizer: Any = None) -> dict:
+    """Put the checkpoint's state into `model` (and `optimizer`); the whole saved dict."""
+    import paddle
+
+    state = paddle.load(checkpoint.path)
+    _layer(model).set_state_dict(state["model"])
+    if optimizer is not None and "optimizer" in state:
+        optimizer.set_state_dict(state["optimizer"])
+    return state
+
+
+def resume(model: Any, optimizer: Any = None, directory: str | None = None, quiet: bool = False) -> int:
+    """Load the latest checkpoint, if any, into `model` and `optimizer`; the steps it had done
+    (0 when there is none: start from the beginning). Says so in the log unless `quiet`.
+    Call it on every rank, before wrapping the model in paddle.DataParallel or after."""
+    found = latest(directory)
+    if found is None:
+        if attempt() and not quiet:
+            print(f"paddlecloud: attempt {attempt() + 1}: no checkpoint in {folder(directory)}; "
+                  "starting from step 0", file=sys.stderr, flush=True)
+        return 0
+    state = load(found, model, optimizer)
+    if not quiet:
+        print(f"paddlecloud: resumed from checkpoint at step {state['step']} ({found.path}), "
+              f"attempt {attempt() + 1}", flush=True)
+    return int(state["step"])

@@ -1,0 +1,178 @@
+"""The entry of a Kubernetes worker that may restart: runs Paddle's launcher and makes a lost
+peer restart every worker, not just the lost one (standard library only: the worker image
+carries this file).
+
+    python -m paddle_ext.worker --index I --workers N --peer HOST_TEMPLATE --port P [--port-step S] -- LAUNCH_ARGV...
+
+A Kubernetes Indexed Job replaces only the pod that failed; a collective job cannot go on
+with a hole, and its other workers may hang in a collective waiting for the lost one. So
+each worker answers on `--port` with its state ("running", "done", "failed") and a token of
+its own, and watches its peers (`--peer` with {i} for the index, e.g.
+"train-x-{i}.train-x"; worker i answers on P + i*S, S being 0 where each worker has a
+host of its own): when a peer it has seen running stops answering or answers with
+another token (it was replaced), the worker stops its launcher and exits with
+PEER_LOST_EXIT_CODE, which the job's podFailurePolicy counts as a restart
+(paddle_ext.restarts). The same happens when its own program fails while a peer is lost.
+
+A worker that ends keeps answering ("done" or "failed") for LINGER_SECONDS, so its peers
+see it finished rather than lost. On SIGTERM (its pod is deleted, evicted or preempted) it
+stops answering first, then stops the launcher, and exits 128 + 15.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from .restarts import PEER_LOST_EXIT_CODE, USER_EXIT_CODES
+
+CHECK_SECONDS = 3.0  # between looks at the peers
+CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
+LINGER_SECONDS = 2 * CHECK_SECONDS + 2 * CONNECT_SECONDS  # long enough for every peer to look once more
+STOP_SECONDS = 20.0  # for the launcher to stop its trainers after SIGTERM
+SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
+
+
+class Worker:
+    def __init__(self, index: int, workers: int, peer: str, port: int, argv: list[str], port_step: int = 0):
+        self.index, self.workers, self.peer, self.argv = index, workers, peer, argv
+        self.base_port, self.port_step = port, port_step
+        port = port + index * port_step
+        self.token = os.urandom(8).hex()
+        self.state = "running"
+        self.seen: dict[int, str] = {}  # peer -> its token, once seen running
+        self.lost: int | None = None
+        self.child: subprocess.Popen | None = None
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("", port))
+        self.listener.listen(64)
+        self.stopping = threading.Event()
+
+    # ---------------------------------------------------------------- answering peers
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed: we are going away
+            with conn:
+                try:
+                    conn.sendall(f"{self.state} {self.token}\n".encode())
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+
+    # ---------------------------------------------------------------- watching peers
+
+    def address(self, index: int) -> tuple[str, int]:
+        return self.peer.replace("{i}", str(index)), self.base_port + index * self.port_step
+
+    def ask(self, index: int) -> tuple[str, str] | None:
+        """(state, token) of a peer, or None when it does not answer."""
+        try:
+            with socket.create_connection(self.address(index), timeout=CONNECT_SECONDS) as conn:
+                conn.settimeout(CONNECT_SECONDS)
+                data = conn.recv(256).decode(errors="replace").split()
+        except OSError:
+            return None
+        return (data[0], data[1]) if len(data) == 2 else None
+
+    def look(self) -> int | None:
+        """The first peer seen running that is now gone or replaced; None if none is."""
+        for index in range(self.workers):
+            if index == self.index:
+                continue
+            answer = self.ask(index)
+            if answer is None:
+                if index in self.seen:
+                    return index
+                continue
+            state, token = answer
+            if index in self.seen and token != self.seen[index]:
+                return index
+            if state == "running":
+                if index not in self.seen and len(self.seen) == self.workers - 2:
+                    print(f"paddlecloud: worker {self.index} sees all {self.workers} workers running",
+                          file=sys.stderr, flush=True)
+                self.seen[index] = token
+            else:
+                self.seen.pop(index, None)  # finished: its end is not a loss
+        return None
+
+    def watch(self) -> None:
+        while not self.stopping.wait(CHECK_SECONDS):
+            lost = self.look()
+            if lost is not None and self.state == "running":
+                self.lost = lost
+                print(f"paddlecloud: worker {lost} was lost; stopping this worker so that all restart together",
+                      file=sys.stderr, flush=True)
+                self.stop_child()
+                return
+
+    # ---------------------------------------------------------------- the launcher
+
+    def stop_child(self) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+            try:
+                self.child.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+
+    def on_sigterm(self, _signum, _frame) -> None:
+        self.state = "stopping"
+        self.close()  # peers see us gone before our trainers stop
+        self.stopping.set()
+        self.stop_child()
+        os._exit(SIGTERM_EXIT_CODE)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_sigterm)
+        threading.Thread(target=self.serve, daemon=True).start()
+        watcher = threading.Thread(target=self.watch, daemon=True)
+        self.child = subprocess.Popen(self.argv)
+        watcher.start()
+        code = self.child.wait()
+        self.stopping.set()
+        watcher.join()
+        if self.lost is None and code in USER_EXIT_CODES:
+            self.lost = self.look()  # did our program fail because a peer went away?
+        if self.lost is not None:
+            self.close()
+            return PEER_LOST_EXIT_CODE
+        self.state = "done" if code == 0 else "failed"
+        time.sleep(LINGER_SECONDS)  # peers see us finished, not lost
+        self.close()
+        return code if code >= 0 else 128 - code
+
+
+def parse(args: list[str]) -> tuple[dict, list[str]]:
+    if "--" not in args:
+        raise SystemExit("usage: python -m paddle_ext.worker --index I --workers N --peer TEMPLATE --port P -- ARGV...")
+    split = args.index("--")
+    options, argv = args[:split], args[split + 1:]
+    values = dict(zip(options[::2], options[1::2]))
+    return {"index": int(values["--index"]), "workers": int(values["--workers"]), "peer": values["--peer"],
+            "port": int(values["--port"]), "port_step": int(values.get("--port-step", 0))}, argv
+
+
+def main(args: list[str]) -> int:
+    options, argv = parse(args)
+    return Worker(argv=argv, **options).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,112 @@
+"""Restarts on the real node (issue 24): a worker pod deleted mid-run restarts both workers
+(the Indexed Job's backoffLimitPerIndex and podFailurePolicy, paddle_ext.worker making the
+peer exit with the restart code) and the job Succeeds with one restart; a script that exits
+1 fails at once with none; a job that keeps losing a worker fails after max_restarts, with
+the count. The pod is deleted when its log says the script paused at step 50 (a gate the
+script never leaves on the first attempt), never after a timer.
+
+Needs the real node and worker images built from this tree (paddle_ext.worker is in the
+worker image); without a shared workspace each pod has an output folder of its own, so the
+restarted workers start from step 0 and say so ("attempt 2: no checkpoint")."""
+
+from __future__ import annotations
+
+import kubernetes
+
+from cluster_helpers import wait_for
+from test_k8s_backend import SMALL, backend, job_pods, wait_phase
+
+INDEX = "batch.kubernetes.io/job-completion-index"
+TRAIN = ["python", "train.py", "--epochs", "4", "--steps", "20", "--checkpoint-every", "10"]
+
+
+def pod_of(core_v1, namespace, name, index):
+    live = [p for p in job_pods(core_v1, namespace, name)
+            if p.metadata.labels[INDEX] == str(index) and p.status.phase in ("Pending", "Running")
+            and not p.metadata.deletion_timestamp]
+    return live[0] if len(live) == 1 else None
+
+
+def log_of(core_v1, namespace, pod) -> str:
+    try:
+        return core_v1.read_namespaced_pod_log(pod.metadata.name, namespace, container="paddle")
+    except kubernetes.client.ApiException:
+        return ""
+
+
+def paused(core_v1, namespace, name):
+    """Both workers' pods, once both logs say the script paused at step 50."""
+    pods = [pod_of(core_v1, namespace, name, i) for i in (0, 1)]
+    if all(pods) and all(f"rank {i}: paused at step 50" in log_of(core_v1, namespace, pods[i]) for i in (0, 1)):
+        return pods
+    return None
+
+
+async def test_a_worker_pod_deleted_mid_run_restarts_both_workers_and_the_job_succeeds(real_cluster, core_v1,
+                                                                                       namespace):
+    jobs = backend(real_cluster, namespace)
+    try:
+        await jobs.submit(JobSpec_(name="resumes", workers=2, max_restarts=2,
+                                   command=[*TRAIN, "--pause-at", "50", "--pause-file", "/tmp/never"]))
+        pods = wait_for(lambda: paused(core_v1, namespace, "resumes"), timeout=600, interval=1,
+                        what="both workers paused at step 50")
+        core_v1.delete_namespaced_pod(pods[1].metadata.name, namespace)
+        job = await wait_phase(jobs, "resumes", ("Succeeded", "Failed"), timeout=900)
+        assert job.phase == "Succeeded", job.message
+        assert (job.restarts, job.attempt) == (1, 2), job.to_dict()
+        assert job.last_restart_reason.startswith("worker "), job.last_restart_reason
+        new = {p.metadata.labels[INDEX]: p for p in job_pods(core_v1, namespace, "resumes")
+               if p.status.phase == "Succeeded"}
+        assert set(new) == {"0", "1"} and all(p.metadata.uid != pods[1].metadata.uid for p in new.values())
+        for index, pod in new.items():
+            log = log_of(core_v1, namespace, pod)
+            assert "attempt 2" in log and f"rank {index}: done" in log, log[-2000:]  # PADDLECLOUD_RESTART=1
+    finally:
+        await jobs.close()
+
+
+async def test_a_script_that_exits_1_fails_at_once_with_no_restart(real_cluster, namespace):
+    jobs = backend(real_cluster, namespace)
+    try:
+        await jobs.submit(JobSpec_(name="buggy", workers=2, max_restarts=2,
+                                   command=["python", "train.py", "--epochs", "1", "--exit-code", "1",
+                                            "--fail-rank", "1"]))
+        job = await wait_phase(jobs, "buggy", ("Succeeded", "Failed"), timeout=600)
+        assert (job.phase, job.reason, job.restarts) == ("Failed", "WorkerFailed", 0), job.to_dict()
+        assert job.message.startswith("Worker 1 exited with code 1"), job.message
+    finally:
+        await jobs.close()
+
+
+async def test_a_job_that_keeps_losing_a_worker_fails_after_max_restarts_with_the_count(real_cluster, core_v1,
+                                                                                        namespace):
+    jobs = backend(real_cluster, namespace)
+    try:
+        await jobs.submit(JobSpec_(name="unlucky", workers=2, max_restarts=1,
+                                   command=["python", "ticker.py", "--count", "100000", "--interval", "0.25"]))
+        for attempt in (1, 2):
+            victim = wait_for(lambda: (p := pod_of(core_v1, namespace, "unlucky", 1)) and p.status.phase == "Running"
+                              and " tick " in log_of(core_v1, namespace, p) and p, timeout=600, interval=1,
+                              what=f"worker 1 ticking in attempt {attempt}")
+            core_v1.delete_namespaced_pod(victim.metadata.name, namespace)
+            if attempt == 1:
+                wait_for(replaced(core_v1, namespace, "unlucky", 1, victim.metadata.uid),
+                         timeout=600, interval=1, what="worker 1 replaced")
+        job = await wait_phase(jobs, "unlucky", ("Succeeded", "Failed"), timeout=600)
+        assert (job.phase, job.restarts) == ("Failed", 1), job.to_dict()
+        assert "Restarted 1 of at most 1 times" in job.message, job.message
+    finally:
+        await jobs.close()
+
+
+def replaced(core_v1, namespace, name, index, old_uid):
+    def check():
+        pod = pod_of(core_v1, namespace, name, index)
+        return pod is not None and pod.metadata.uid != old_uid
+    return check
+
+
+def JobSpec_(**fields):  # noqa: N802 (a JobSpec with the real node's small requests)
+    from paddle_ext.spec import JobSpec
+
+    return JobSpec(**{**SMALL, **fields})

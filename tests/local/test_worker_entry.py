@@ -1,0 +1,95 @@
+"""paddle_ext.worker, the entry of Kubernetes workers that may restart, as real processes on
+127.0.0.1: a lost peer makes the others exit with the restart code, a finished peer does
+not, the user's own error passes through, SIGTERM exits 143. Each worker's "program" runs
+until the test creates its gate file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paddle_ext.ports import free_port
+from paddle_ext.restarts import PEER_LOST_EXIT_CODE
+from serverutil import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)\nsys.exit(int(sys.argv[2]))"
+
+
+class Pair:
+    def __init__(self, tmp_path: Path, codes=(0, 0)):
+        port, other = free_port(), free_port()  # worker i answers on port + i * (other - port)
+        self.gates = [tmp_path / f"gate-{i}" for i in (0, 1)]
+        self.errs = [tmp_path / f"err-{i}" for i in (0, 1)]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.procs = [
+            subprocess.Popen([sys.executable, "-m", "paddle_ext.worker", "--index", str(i), "--workers", "2",
+                              "--peer", "127.0.0.1", "--port", str(port), "--port-step", str(other - port), "--",
+                              sys.executable, "-c", PROGRAM, str(self.gates[i]), str(codes[i])],
+                             stderr=open(self.errs[i], "w"), env=env)
+            for i in (0, 1)]
+
+    def both_up(self):
+        wait_for(lambda: all("sees all 2 workers running" in err.read_text() for err in self.errs), 60,
+                 "both workers seeing each other")
+
+    def wait(self, i: int) -> int:
+        return self.procs[i].wait(timeout=90)
+
+    def close(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+
+
+@pytest.fixture
+def pair_of(tmp_path):
+    made = []
+
+    def make(codes=(0, 0)):
+        made.append(Pair(tmp_path, codes))
+        return made[-1]
+
+    yield make
+    for pair in made:
+        pair.close()
+
+
+def test_a_peer_killed_makes_the_other_exit_with_the_restart_code(pair_of):
+    pair = pair_of()
+    pair.both_up()
+    pair.procs[1].send_signal(signal.SIGKILL)
+    assert pair.wait(0) == PEER_LOST_EXIT_CODE
+    assert "worker 1 was lost" in pair.errs[0].read_text()
+
+
+def test_a_deleted_pods_sigterm_exits_143_and_its_peer_restarts(pair_of):
+    pair = pair_of()
+    pair.both_up()
+    pair.procs[1].send_signal(signal.SIGTERM)
+    assert pair.wait(1) == 143
+    assert pair.wait(0) == PEER_LOST_EXIT_CODE
+
+
+def test_a_peer_that_finished_first_is_not_lost(pair_of):
+    pair = pair_of()
+    pair.both_up()
+    pair.gates[1].touch()
+    assert pair.wait(1) == 0
+    pair.gates[0].touch()
+    assert pair.wait(0) == 0
+
+
+def test_the_users_own_error_passes_through(pair_of):
+    pair = pair_of(codes=(0, 1))
+    pair.both_up()
+    pair.gates[1].touch()
+    assert pair.wait(1) == 1
+    pair.gates[0].touch()
+    assert pair.wait(0) == 0

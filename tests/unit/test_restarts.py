@@ -1,0 +1,62 @@
+"""The restart rule (paddle_ext.restarts): which exits are retried, what a restart says."""
+
+import pytest
+
+from paddle_ext.restarts import (PEER_LOST_EXIT_CODE, USER_EXIT_CODES, decide, exit_cause, failure_message,
+                                 restart_marker, signal_of)
+
+
+@pytest.mark.parametrize("code, retryable, words", [
+    (1, False, "exited with code 1"),       # a Python exception
+    (3, False, "exited with code 3"),       # sys.exit(3)
+    (128, False, "exited with code 128"),
+    (-9, True, "was killed by signal 9"),   # the launcher itself killed (Popen's code)
+    (247, True, "was killed by signal 9"),  # Paddle's launcher: sys.exit(-9) of its trainer
+    (137, True, "was killed by signal 9"),  # a shell's or container's 128+9 (OOM killer, SIGKILL)
+    (143, True, "was killed by signal 15"),  # SIGTERM of a deleted pod's container
+    (None, True, "was lost (it ended without an exit code)"),
+    (PEER_LOST_EXIT_CODE, True, "stopped because a peer worker was lost"),
+])
+def test_the_users_own_errors_are_not_retried_and_losses_are(code, retryable, words):
+    assert exit_cause(code) == exit_cause(code) and exit_cause(code).retryable is retryable
+    assert exit_cause(code).words == words
+
+
+def test_the_user_exit_codes_and_the_signal_codes_do_not_overlap():
+    assert all(signal_of(code) is None for code in USER_EXIT_CODES)
+    assert all(signal_of(code) is not None for code in range(129, 256))
+    assert PEER_LOST_EXIT_CODE not in USER_EXIT_CODES
+
+
+def test_a_killed_worker_explains_its_peers_errors_and_restarts_while_restarts_are_left():
+    # Worker 1 killed; worker 0's program then failed on the lost connection (exit 1).
+    decision = decide({0: 1, 1: 247}, attempt=0, max_restarts=2)
+    assert (decision.restart, decision.worker, decision.reason) == (True, 1, "worker 1 was killed by signal 9")
+    last = decide({0: 1, 1: 247}, attempt=2, max_restarts=2)
+    assert (last.restart, last.retryable) == (False, True)
+    assert failure_message(last.reason, 2, 2, last.retryable) == (
+        "Worker 1 was killed by signal 9. Restarted 2 of at most 2 times; no restarts are left.")
+
+
+def test_a_users_error_ends_the_job_at_once():
+    decision = decide({1: 1}, attempt=0, max_restarts=5)
+    assert (decision.restart, decision.retryable, decision.reason) == (False, False, "worker 1 exited with code 1")
+    assert failure_message(decision.reason, 0, 5, False) == (
+        "Worker 1 exited with code 1. Not restarted: an error in the job's own code fails it at once.")
+    assert failure_message("worker 1 exited with code 3", 0, 0, False) == "Worker 1 exited with code 3."
+    with pytest.raises(ValueError):
+        decide({}, 0, 1)
+
+
+def test_the_marker_line_names_the_attempt_and_the_reason():
+    assert restart_marker(1, 2, "worker 1 was killed by signal 9") == (
+        "--- attempt 2 of 3: worker 1 was killed by signal 9; restarting ---")
+
+
+def test_the_job_folder_lists_its_restarts_in_order(tmp_path):
+    from paddle_ext.backends import local_files as files
+
+    assert files.restarts(str(tmp_path)) == []
+    files.write_json(files.decision_file(str(tmp_path), 0), {"restart": True, "reason": "worker 1 was lost"})
+    files.write_json(files.decision_file(str(tmp_path), 1), {"restart": False, "reason": "worker 0 exited with code 1"})
+    assert [d["reason"] for d in files.restarts(str(tmp_path))] == ["worker 1 was lost"]
