@@ -29,6 +29,11 @@ USER_EXIT_CODES = range(1, 129)
 # signal, which never kills a worker).
 PEER_LOST_EXIT_CODE = 200
 MAX_SIGNAL = 64
+# Among several retryable failures of one attempt, which is the cause and which its
+# consequence: a worker lost or SIGKILLed (kill -9, the OOM killer, its node gone) is named
+# before one that aborted (SIGABRT: what gloo/NCCL do when a peer's connection breaks) or was
+# terminated (SIGTERM: how workers are stopped), and those before our peer-lost exit.
+CONSEQUENTIAL_SIGNALS = frozenset({6, 15})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +67,21 @@ def exit_cause(code: int | None) -> ExitCause:
     if signal is not None:
         return ExitCause(True, f"was killed by signal {signal}")
     return ExitCause(code != 0, f"exited with code {code}")
+
+
+def _consequence_rank(code: int | None) -> int:
+    """0 for a likely root cause (lost, SIGKILL, another signal), 1 for a signal a peer's
+    loss causes or our stop sends, 2 for our peer-lost exit."""
+    if code == PEER_LOST_EXIT_CODE:
+        return 2
+    return 1 if code is not None and signal_of(code) in CONSEQUENTIAL_SIGNALS else 0
+
+
+def may_be_a_consequence(code: int | None) -> bool:
+    """Whether a failure is as likely the consequence of another worker's as a cause: the
+    user's own error (a peer's lost connection raises one), an abort or a stop. Whoever sees
+    such a failure first should let the other workers end before naming the cause."""
+    return not exit_cause(code).retryable or _consequence_rank(code) > 0
 
 
 def attempt_label(attempt: int, max_restarts: int) -> str:
@@ -106,7 +126,8 @@ def decide(failures: dict[int, int | None], attempt: int, max_restarts: int) -> 
     if not failures:
         raise ValueError("decide() needs at least one failure")
     causes = {index: exit_cause(code) for index, code in sorted(failures.items())}
-    retryable = [index for index, cause in causes.items() if cause.retryable]
+    retryable = sorted((index for index, cause in causes.items() if cause.retryable),
+                       key=lambda index: (_consequence_rank(failures[index]), index))
     worker = retryable[0] if retryable else next(iter(causes))
     reason = f"worker {worker} {causes[worker].words}"
     return Decision(bool(retryable) and attempt < max_restarts, worker, reason, bool(retryable))

@@ -28,7 +28,7 @@ import time
 
 from ..constants import RESTART_ENV
 from ..ports import free_port
-from ..restarts import decide, exit_cause, failure_message, restart_marker
+from ..restarts import decide, failure_message, may_be_a_consequence, restart_marker
 from ..timestamps import now_iso
 from . import local_files as files
 
@@ -250,11 +250,11 @@ def lost_workers(job_dir: str, workers: int, attempt: int) -> list[int]:
 
 def decide_attempt(job_dir: str, index: int, workers: int, attempt: int, max_restarts: int,
                    code: int | None) -> dict:
-    """The deciding worker's part: stop the others (at once when this failure is worth a
-    restart; after PEER_FAILURE_GRACE_SECONDS when it is the user's own error, so that a
-    worker killed at the same moment is seen as the cause), wait until every run has ended,
+    """The deciding worker's part: stop the others (at once when this failure is a likely
+    cause; after PEER_FAILURE_GRACE_SECONDS when it may be another's consequence, the user's
+    error or an abort, so that a worker killed at the same moment is seen as the cause), wait until every run has ended,
     then record the decision and, when the job ends, its failure."""
-    if attempt < max_restarts and not exit_cause(code).retryable:
+    if attempt < max_restarts and may_be_a_consequence(code):
         _wait_until(lambda: len(ended_runs(job_dir, workers, attempt)) >= workers, PEER_FAILURE_GRACE_SECONDS)
     files.create_json_once(files.attempt_stop_file(job_dir, attempt), {"at": now_iso()})
     stop_other_workers(job_dir, index)

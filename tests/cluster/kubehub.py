@@ -92,6 +92,13 @@ class KubeHub(LocalHub):
     def wait_gone(self, name: str, token: str, timeout: float = 120) -> None:
         wait_for(lambda: not self.server(name, token), timeout=timeout, what=f"{name}'s server gone")
 
+    def ensure_stopped(self, name: str, token: str) -> None:
+        """`name` has no server (stopped now if one runs or starts): for tests that start
+        one of their own, whatever ran before them."""
+        if self.server(name, token) is not None:
+            assert self.hub_api("DELETE", f"/users/{name}/server", token).status_code in (202, 204)
+            self.wait_gone(name, token)
+
     def ensure_running(self, name: str, token: str) -> None:
         """`name` has a ready CPU notebook (started now if it has none)."""
         if not (self.server(name, token) or {}).get("ready"):

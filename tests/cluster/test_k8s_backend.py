@@ -151,7 +151,7 @@ async def test_job_asking_more_gpus_than_any_node_is_unschedulable_with_numbers(
         await jobs.submit(JobSpec(name="too-big", command=["python", "train.py"], gpus_per_worker=16))
         async def unschedulable():
             job = await jobs.get("too-big")
-            return job if job.reason == "Unschedulable" else (job.phase, job.reason, job.message)
+            return job if job.reason == "Unschedulable" else None
 
         job = await wait_for_async(unschedulable, timeout=60, interval=0.3, what="too-big reported Unschedulable")
         assert (job.phase, job.reason) == ("Pending", "Unschedulable")
@@ -233,7 +233,7 @@ async def test_oom_and_a_missing_image_are_reported_from_the_kubelet(real_cluste
         assert "Worker 0 ran out of memory (its limit is 256Mi)" in hog_job.message
         async def pull_backoff():
             ghost = await jobs.get("ghost")
-            return ghost if ghost.reason == "ImagePullBackOff" else (ghost.phase, ghost.reason, ghost.message)
+            return ghost if ghost.reason == "ImagePullBackOff" else None
 
         ghost = await wait_for_async(pull_backoff, timeout=120, interval=0.5, what="ghost reported ImagePullBackOff")
         assert (ghost.phase, ghost.reason) == ("Pending", "ImagePullBackOff"), ghost.message

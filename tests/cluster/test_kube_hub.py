@@ -26,6 +26,7 @@ from tools.k8s.cluster import IMAGE_REFS
 def test_a_gpu_profile_gets_a_restricted_gpu_pod_on_a_gpu_node_in_a_prepared_namespace(hub, core_v1, real_cluster):
     rbac = kubernetes.client.RbacAuthorizationV1Api(core_v1.api_client)
     token = hub.admin_token
+    hub.ensure_stopped("alice", token)
     response = hub.start_server("alice", token, "paddle-gpu")
     assert response.status_code in (201, 202), response.text
     pod = wait_for(lambda: (p := notebook_pod(core_v1, "alice")) and p.spec.node_name and p, timeout=60,
@@ -82,7 +83,7 @@ def test_a_real_notebook_answers_through_the_proxy_and_runs_a_real_job_with_its_
     assert end["phase"] == "Succeeded", lines[-20:]
     assert "[worker-0] hello from bob" in lines and "[worker-1] hello from bob" in lines
     listed = requests.get(f"{base}/paddle/api/jobs", headers=headers, timeout=30).json()["jobs"]
-    assert [j["name"] for j in listed] == ["from-notebook"]
+    assert "from-notebook" in [j["name"] for j in listed]
 
 
 def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
@@ -150,7 +151,7 @@ async def test_admin_overview_counts_kwok_gpu_nodes_and_cancels_any_users_job(hu
             rows = [r for r in data["jobs"] if r["name"] == "long-gpu" and r["phase"] == "Running"]
             return (data, rows[0]) if rows else None
 
-        data, row = await asyncio.to_thread(wait_for, running, 60, 0.5, "bob's job in the overview")
+        data, row = await asyncio.to_thread(lambda: wait_for(running, timeout=60, interval=0.5, what="bob's job in the overview"))
         assert {k: row[k] for k in ("user", "workers", "gpus", "backend")} == {
             "user": "bob", "workers": 1, "gpus": 1, "backend": "kubernetes"}
         capacity = data["capacity"]
@@ -174,8 +175,7 @@ async def test_admin_overview_counts_kwok_gpu_nodes_and_cancels_any_users_job(hu
 def test_a_users_account_can_create_jobs_in_their_namespace_only(hub, core_v1):
     token = hub.admin_token
     hub.ensure_running("bob", token)
-    assert hub.start_server("alice", token, "paddle-cpu").status_code in (201, 202, 400)
-    hub.wait_ready("alice", token)
+    hub.ensure_running("alice", token)
     sa_token = core_v1.create_namespaced_service_account_token(
         "paddlecloud-notebook", ns("alice"), {"spec": {"expirationSeconds": 600}}).status.token
     configuration = kubernetes.client.Configuration()
@@ -207,11 +207,11 @@ def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub,
     admin = {"Authorization": f"token {token}"}
     response = requests.put(carol_quota, json={"gpus": 4}, headers=admin, timeout=30)
     assert response.status_code == 200, response.text
-    try:
-        quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("carol"))
-        assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
+    try:  # (carol's namespace may not exist yet: the spawn makes it, with the raised quota)
         assert hub.start_server("carol", token, "paddle-gpu-x4").status_code in (201, 202)
         pod = wait_for(lambda: notebook_pod(core_v1, "carol"), timeout=60, what="carol's GPU x4 notebook pod")
+        quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("carol"))
+        assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
         assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
         hub.wait_gone("carol", token)
     finally:  # carol's quota back to the site's, for the tests that rely on it (any order)

@@ -164,7 +164,7 @@ async def test_cli_status_shows_the_steps(cluster, namespace):
         steps = sorted(p["step"] for p in result["progress"])
         return result if steps == ["Running", "Running", "Scheduling"] and "most free" in str(result) else None
 
-    result = await asyncio.to_thread(wait_for, placed, 60, 0.5, "two workers running, one waiting")
+    result = await asyncio.to_thread(lambda: wait_for(placed, timeout=60, interval=0.5, what="two workers running, one waiting"))
     waiting = next(p for p in result["progress"] if p["step"] == "Scheduling")
     assert waiting["detail"] == "waiting for 8 GPUs; the most free on any node is 0"
     assert {"name", "phase", "workers", "reason", "message", "created", "finished"} <= set(result)

@@ -140,11 +140,11 @@ def test_logs_mine_and_status_progress(cli, tmp_path):
     try:
         def both_running():
             status = cli("status", name).stdout
-            return status if status.count("[2/3 Running]") == 2 else None
+            return status if status.count("[3/4 Running]") == 2 else None
 
         status = wait_for(both_running, 180, f"both workers of {name} Running in `paddlecloud status`", interval=0.5)
-        assert "Progress: Starting > Running > Finished" in status  # a local run is not queued, scheduled or pulled
-        assert "worker-0  [2/3 Running] its processes are running" in status, status
+        assert "Progress: Queued > Starting > Running > Finished" in status  # a local run is not scheduled or pulled
+        assert "worker-0  [3/4 Running] its processes are running" in status, status
         progress = json.loads(cli("status", name, "--json").stdout)["progress"]
         assert [p["step"] for p in progress] == ["Running", "Running"]
     finally:

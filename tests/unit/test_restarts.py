@@ -3,6 +3,7 @@
 import pytest
 
 from paddle_ext.restarts import (PEER_LOST_EXIT_CODE, USER_EXIT_CODES, decide, exit_cause, failure_message,
+                                 may_be_a_consequence,
                                  restart_marker, signal_of)
 
 
@@ -36,6 +37,16 @@ def test_a_killed_worker_explains_its_peers_errors_and_restarts_while_restarts_a
     assert (last.restart, last.retryable) == (False, True)
     assert failure_message(last.reason, 2, 2, last.retryable) == (
         "Worker 1 was killed by signal 9. Restarted 2 of at most 2 times; no restarts are left.")
+
+
+def test_a_killed_worker_is_named_before_a_peer_that_aborted_or_was_stopped():
+    # Worker 1 SIGKILLed (247); worker 0's trainer aborted on the broken connection (250: SIGABRT).
+    decision = decide({0: 250, 1: 247}, attempt=0, max_restarts=2)
+    assert (decision.restart, decision.reason) == (True, "worker 1 was killed by signal 9")
+    assert decide({0: PEER_LOST_EXIT_CODE, 1: 143}, 0, 1).reason == "worker 1 was killed by signal 15"
+    assert decide({0: None, 1: 250}, 0, 1).worker == 0  # lost is a cause
+    assert [may_be_a_consequence(code) for code in (1, 250, 143, PEER_LOST_EXIT_CODE, 247, None)] == [
+        True, True, True, True, False, False]
 
 
 def test_a_users_error_ends_the_job_at_once():
