@@ -24,6 +24,12 @@ OUTPUTS_ANNOTATION = f"{LABEL_PREFIX}/outputs"  # where its outputs are kept (jo
 # the API server cannot count *running* jobs (`count/jobs.batch` counts finished Jobs too).
 RUNNING_JOBS_ANNOTATION = f"{LABEL_PREFIX}/running-jobs"
 QUOTA_SOURCES_ANNOTATION = f"{LABEL_PREFIX}/quota-sources"
+# With Kueue: the user's queue (its ClusterQueue, nominal quota, borrowing limit) on the
+# ResourceQuota, where the notebook can read it (ClusterQueues are cluster-scoped), and who
+# a ClusterQueue is for, on the ClusterQueue.
+QUEUE_ANNOTATION = f"{LABEL_PREFIX}/queue"
+QUEUE_TITLE_ANNOTATION = f"{LABEL_PREFIX}/queue-title"
+QUEUE_OWNER_ANNOTATION = f"{LABEL_PREFIX}/queue-owner"
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: "paddlecloud"}
