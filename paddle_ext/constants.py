@@ -69,6 +69,9 @@ QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local 
 # variable HubSettings reads for its default_quota field.
 SITE_DEFAULT_QUOTA_ENV = "PADDLECLOUD_DEFAULT_QUOTA"
 OBJECT_QUOTA_ENV = "PADDLECLOUD_OBJECT_QUOTA"  # JSON: the object counts of every user's ResourceQuota
+# JSON, the quota service's Kueue settings ({"lending_limit": {...}, "borrowing_limit": {...}});
+# absent or empty: no Kueue.
+KUEUE_ENV = "PADDLECLOUD_KUEUE"
 NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's users' namespaces
 USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 IMAGES_ENV = "PADDLECLOUD_IMAGES"
