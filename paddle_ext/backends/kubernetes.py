@@ -22,17 +22,19 @@ from typing import Any, AsyncIterator
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
-                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
+                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUEUE_ANNOTATION, QUOTA_NAME,
+                         SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
-from ..capacity import LIVE_PODS_SELECTOR, pods_in_use
+from ..capacity import LIVE_PODS_SELECTOR, largest_node_gpus, pods_in_use
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
 from ..jobkinds import JOB_KINDS, JobKind
 from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
                          outputs, runs_in_workspace)
-from ..quota.model import (Effective, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
-                           resource_quota_terms, running_jobs_cap)
+from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
+                           resource_quota_terms, running_jobs_cap, running_jobs_refusal)
+from ..quota.queues import never_fits, read_queue_annotation
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, record_in_place, snapshot
@@ -192,6 +194,39 @@ class KubernetesBackend(JobBackend):
         if cap is not None:
             checks.append((Limits(running_jobs=cap), {}))
         return checks
+
+    async def preflight(self, spec: JobSpec) -> None:
+        """Without Kueue: the quota check of every backend (JobBackend.preflight). With Kueue
+        (`queue_name`): refuse at once only a job that can never start (more than the user's
+        queue can ever admit, more than the ResourceQuota allows at all, more GPUs per worker
+        than any node has, or over the running-jobs cap); one that fits but not now is created
+        and waits in the queue."""
+        if not self.queue_name:
+            return await super().preflight(spec)
+        quotas = await self._resource_quotas() or []
+        request = JobUsage.of_spec(spec)
+        need = {field: getattr(request, field) for field in ("gpus", "cpu", "memory", "pods")}
+        queue = next((read_queue_annotation(_annotations(quota).get(QUEUE_ANNOTATION)) for quota in quotas
+                      if QUEUE_ANNOTATION in _annotations(quota)), None)
+        largest = await self._largest_node_gpus() if spec.gpus_per_worker else None
+        for quota in quotas or [{}]:
+            hard = resource_quota_terms(quota, self.gpu_resource)[0] if quota else Limits()
+            message = never_fits(need, spec.gpus_per_worker, queue, hard, largest)
+            if message:
+                raise QuotaExceeded(message)
+        cap = running_jobs_cap(quotas)
+        if cap is not None:
+            message = running_jobs_refusal(cap, await self.running_usage())
+            if message:
+                raise QuotaExceeded(message)
+
+    async def _largest_node_gpus(self) -> int | None:
+        """The most GPUs on one node, if this account may read nodes (often it may not)."""
+        try:
+            nodes = await self._call("list nodes", "get", api_path("v1", "nodes"))
+        except (Forbidden, BackendUnavailable):
+            return None
+        return largest_node_gpus(nodes.get("items", []), self.gpu_resource)
 
     def unnamed_image(self) -> str:
         return self.image

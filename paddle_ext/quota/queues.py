@@ -57,7 +57,7 @@ from typing import Iterable, Mapping
 
 from ..constants import GPU_RESOURCE, MANAGED_BY, QUEUE_OWNER_ANNOTATION, QUEUE_TITLE_ANNOTATION, USER_LABEL
 from ..quantity import parse_quantity
-from .model import QUANTITY_FIELDS, Limits, QuotaConfig, format_amount, resolve
+from .model import QUANTITY_FIELDS, WORDS, Limits, QuotaConfig, format_amount, resolve
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 COHORT = "paddlecloud"
@@ -293,3 +293,38 @@ def read_queue_annotation(text: str | None) -> dict | None:
         return out
     except (ValueError, KeyError, TypeError, ArithmeticError):
         return None
+
+
+# ------------------------------------------------------------------ the preflight with Kueue
+
+def never_fits(need: Mapping[str, Decimal], gpus_per_worker: int, queue: Mapping | None, hard: Limits,
+               largest_node_gpus: int | None) -> str | None:
+    """Why a job can never start with Kueue, in one sentence with the numbers; None when it
+    may (now or later: then it is created and waits in the queue).
+
+    `need`: the job's total per field (gpus, cpu, memory, pods); `queue`: the user's queue as
+    read_queue_annotation gives it (None: unknown, not checked); `hard`: the ResourceQuota's
+    limits (its own count of what is in use does not matter: queued jobs wait for room);
+    `largest_node_gpus`: the most GPUs any node has (None: nodes cannot be read)."""
+    if queue is not None:
+        nominal, borrowing = queue["nominal"], queue["borrowing_limit"]
+        over = can_ever_fit(need, nominal, borrowing, {})
+        if over is not None:
+            field, amount, most = over
+            words = WORDS[field]
+            return (f"Needs {_shown(field, amount)} {words}; {queue['title']} can admit at most {_shown(field, most)} "
+                    f"({_shown(field, nominal[field])} guaranteed + {_shown(field, borrowing[field])} it may borrow), "
+                    "so this job could never start. Use fewer workers or GPUs, or ask an admin.")
+    for field in ("gpus", "cpu", "memory", "pods"):
+        limit, amount = getattr(hard, field), need.get(field) or Decimal(0)
+        if limit is not None and amount > _amount(field, limit):
+            return (f"Needs {_shown(field, amount)} {WORDS[field]}; your quota is {_shown(field, _amount(field, limit))}, "
+                    "so this job could never start. Use fewer workers or ask an admin.")
+    if largest_node_gpus is not None and gpus_per_worker > largest_node_gpus:
+        return (f"Needs {gpus_per_worker} GPUs per worker; the largest node has {largest_node_gpus}, so this job "
+                "could never start. Use more workers with fewer GPUs each.")
+    return None
+
+
+def _shown(field: str, amount: Decimal) -> str:
+    return format_amount(field, amount)

@@ -152,3 +152,37 @@ def test_the_queue_annotation_reads_back_and_hostile_text_reads_as_none():
     assert data["nominal"]["gpus"] == D(16) and data["borrowing_limit"] == {"gpus": D(4), "cpu": None, "memory": None}
     for bad in (None, "", "[1]", "{", '{"title": "x"}', '{"cluster_queue": "q", "nominal": {"gpus": "lots"}}'):
         assert read_queue_annotation(bad) is None
+
+
+# ------------------------------------------------------------------ the preflight with Kueue
+
+QUEUE = read_queue_annotation(queue_annotation(Queue("paddlecloud-team-vision", "team vision's queue", "group:vision",
+                                                     {"gpus": D(8), "cpu": D(64), "memory": None}),
+                                               QueuePolicy(borrowing=Limits(gpus=4))))
+
+
+def need(gpus=0, cpu=0, pods=1):
+    return {"gpus": D(gpus), "cpu": D(cpu), "memory": D(0), "pods": D(pods)}
+
+
+def test_a_job_over_what_the_queue_can_ever_admit_is_refused_with_the_numbers():
+    assert queues.never_fits(need(gpus=16, pods=2), 8, QUEUE, Limits(), 8) == (
+        "Needs 16 GPUs; team vision's queue can admit at most 12 (8 guaranteed + 4 it may borrow), so this job "
+        "could never start. Use fewer workers or GPUs, or ask an admin.")
+
+
+def test_a_job_that_fits_the_queue_but_not_now_is_not_refused():
+    # 12 GPUs: 8 guaranteed + 4 borrowable, even if every GPU is in use now
+    assert queues.never_fits(need(gpus=12, pods=3), 4, QUEUE, Limits(gpus=12), 8) is None
+
+
+def test_more_gpus_per_worker_than_any_node_has_is_refused():
+    assert queues.never_fits(need(gpus=12, pods=1), 12, QUEUE, Limits(), 8) == (
+        "Needs 12 GPUs per worker; the largest node has 8, so this job could never start. "
+        "Use more workers with fewer GPUs each.")
+    assert queues.never_fits(need(gpus=12, pods=1), 12, QUEUE, Limits(), None) is None  # nodes unreadable
+
+
+def test_the_resource_quota_still_refuses_what_it_never_allows():
+    assert queues.never_fits(need(pods=50), 0, None, Limits(pods=40), None) == (
+        "Needs 50 pods; your quota is 40, so this job could never start. Use fewer workers or ask an admin.")
