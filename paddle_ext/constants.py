@@ -36,6 +36,9 @@ MANAGED_BY = {MANAGED_BY_LABEL: "paddlecloud"}
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kueue copies it into the Workload's maximumExecutionTimeSeconds (and enforces it): the job's
+# --max-runtime, which the queue's start estimates read.
+KUEUE_MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 GPU_RESOURCE = "nvidia.com/gpu"  # the default; every setting that names it is configurable
 CONTAINER_NAME = "paddle"  # Kubeflow's PaddleJob requires this name

@@ -34,13 +34,14 @@ from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_confi
                          outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
                            resource_quota_terms, running_jobs_cap, running_jobs_refusal)
-from ..quota.queues import never_fits, read_queue_annotation
+from ..quota.queues import KUEUE_API_VERSION, never_fits, read_queue_annotation
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
+from .kubernetes_queue import KueueView
 from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
@@ -401,13 +402,35 @@ class KubernetesBackend(JobBackend):
             raise JobNotFound(name)
         job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
         events = related_events(name, pods, await self._job_events(name, job, pods))
-        result = await self._settle(job, pods, events)
+        kueue = await self._kueue_view([job])
+        result = await self._settle(job, pods, events, kueue)
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()
             if free is not None:
                 result = job_from_objects(job, pods, events, kind=self.kind, max_free_gpus=free,
-                                          gpu_resource=self.gpu_resource)
+                                          gpu_resource=self.gpu_resource, kueue=kueue)
         return result
+
+    async def _kueue_view(self, jobs: list[dict]) -> KueueView | None:
+        """Kueue's objects for reading queued jobs, only with Kueue and a job suspended (queued):
+        every namespace's Workloads and LocalQueues where this account may list them (positions
+        are then exact), else its own namespace's; the ClusterQueues where it may read them."""
+        if not self.queue_name or not any(self.kind.is_suspended(job) for job in jobs):
+            return None
+
+        async def items(plural: str, namespaced_too: bool) -> tuple[list[dict], bool]:
+            for namespace in ((None, self.namespace) if namespaced_too else (None,)):
+                try:
+                    data = await self._call(f"list Kueue {plural}", "list",
+                                            api_path(KUEUE_API_VERSION, plural, namespace))
+                    return data.get("items", []), namespace is None
+                except (Forbidden, BackendUnavailable):  # no right to list, or no Kueue (404)
+                    continue
+            return [], False
+
+        (workloads, complete), (local_queues, _), (cluster_queues, _) = await asyncio.gather(
+            items("workloads", True), items("localqueues", True), items("clusterqueues", False))
+        return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
 
     async def list(self) -> list[Job]:
         items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])
@@ -423,8 +446,9 @@ class KubernetesBackend(JobBackend):
         if any(not by_job.get(job["metadata"]["name"]) and not self.kind.has_finished(job) for job in items):
             for event in await self._failed_creations():  # one request, only when a job has no pods
                 refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
+        kueue = await self._kueue_view(items)
         result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
-                                     refusals.get(job["metadata"]["name"], [])) for job in items]
+                                     refusals.get(job["metadata"]["name"], []), kueue) for job in items]
         return sorted(result, key=lambda job: job.created or "", reverse=True)
 
     async def _failed_creations(self) -> list[dict]:
@@ -434,10 +458,10 @@ class KubernetesBackend(JobBackend):
             return []
         return data.get("items", [])
 
-    async def _settle(self, job: dict, pods: list[dict], events: list[dict]) -> Job:
+    async def _settle(self, job: dict, pods: list[dict], events: list[dict], kueue: KueueView | None = None) -> Job:
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
-        result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource)
+        result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
         if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
                 and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))

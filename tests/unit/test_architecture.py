@@ -35,7 +35,7 @@ PURE = {
     "paddle_ext.tenancy", "paddle_ext.quota.model", "paddle_ext.quota.queues", "paddle_ext.backends.kubernetes_status",
     "paddle_ext.backends.kubernetes_progress", "paddle_ext.progress", "paddle_ext.metrics",
     "paddle_ext.loglines", "paddle_ext.reporting", "paddle_ext.capacity", "paddle_ext.hub.settings",
-    "paddle_ext.hub.overview", "paddle_ext.backends.registry",
+    "paddle_ext.hub.overview", "paddle_ext.backends.registry", "paddle_ext.backends.kubernetes_queue",
 }
 # hub.settings is pure but for yaml (values files) and kubespawner's name escaping.
 PURE_THIRD_PARTY = {"paddle_ext.hub.settings": {"yaml", "kubespawner"}}
