@@ -1,12 +1,18 @@
 """Kueue in the test cluster, for real: its controller manager as a process (tools/k8s/kueue.py)
 against the control plane, with its CRDs and its webhooks reached by URL, admitting Indexed
-Jobs whose pods run on the KWOK GPU nodes.
+Jobs whose pods run on the KWOK GPU nodes (2 nodes of 8 GPUs).
 
-Each test gets a user namespace (label paddlecloud.io/user, where Kueue's webhooks and job
+The first tests get a user namespace (label paddlecloud.io/user, where Kueue's webhooks and job
 management apply), a ResourceFlavor, a ClusterQueue of 8 GPUs for that namespace and a
-LocalQueue pointing at it (all kueue.x-k8s.io/v1beta2).
+LocalQueue pointing at it (all kueue.x-k8s.io/v1beta2). The queueing tests (`teams`) use the
+queues the hub writes from the quota settings (paddle_ext.quota.queues: a ClusterQueue per
+team, a LocalQueue `default` per user namespace), in a cohort of the test's own.
+
+GPUs are held by a "holder" job whose pods KWOK keeps running for an hour: deleting it is the
+gate that frees them, so nothing waits on a timer.
 """
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -15,10 +21,15 @@ import uuid
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import on_kwok_nodes, wait_for
+from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
 
 from paddle_ext import tenancy
+from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import KUEUE_QUEUE_LABEL, USER_LABEL
+from paddle_ext.jobs import Phase
+from paddle_ext.quota import queues
+from paddle_ext.quota.model import Entry, Limits, QuotaConfig
+from paddle_ext.spec import JobSpec
 from tools.k8s import kueue
 from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION
 from tools.k8s.procutil import pid_alive, read_json
@@ -213,3 +224,228 @@ def test_etc_kueue_is_removed_with_the_last_cluster_that_made_it(tmp_path, monke
         (etc / "metrics" / "certs" / name).write_text("theirs")
     assert kueue.claim_metrics_certs("/c", os.getpid()) is False
     assert kueue.release_metrics_certs("/c") is True and (etc / "metrics" / "certs" / "tls.crt").read_text() == "theirs"
+
+
+# ------------------------------------------------------------------ queues from the quota model
+
+
+class Teams:
+    """Team ClusterQueues as the hub writes them (paddle_ext.quota.queues), in a cohort of this
+    test's own, each with a user namespace whose LocalQueue `default` points at it."""
+
+    def __init__(self, custom, make_namespace):
+        self.custom, self.make_namespace = custom, make_namespace
+        self.tag = uuid.uuid4().hex[:6]
+        self.made: list[tuple[str, str]] = []
+        try:
+            custom.create_cluster_custom_object(GROUP, VERSION, "resourceflavors", queues.resource_flavor())
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:  # made by an earlier test: shared, like the hub's
+                raise
+
+    def make(self, group: str, gpus: int, borrowing: int | None = None) -> tuple[str, dict]:
+        """A team `group` with `gpus` guaranteed GPUs; returns (a member's namespace, its ClusterQueue)."""
+        name = f"{group}-{self.tag}"
+        config = QuotaConfig(groups={name: Entry(Limits(gpus=gpus, cpu="64", memory="256Gi"))})
+        policy = queues.QueuePolicy(borrowing=Limits(gpus=borrowing) if borrowing is not None else Limits())
+        cq = queues.cluster_queue(queues.team_queue(config, name), policy)
+        cq["spec"]["cohortName"] = f"cohort-{self.tag}"
+        self.custom.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq)
+        self.made.append(("clusterqueues", cq["metadata"]["name"]))
+        ns = self.make_namespace("kq", labels={USER_LABEL: f"user-{name}"})
+        lq = tenancy.local_queue(ns, queues.LOCAL_QUEUE, cq["metadata"]["name"])
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, "localqueues", lq)
+        wait_for(lambda: condition(self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues",
+                                                                         cq["metadata"]["name"]), "Active"),
+                 what="the team's ClusterQueue to become active")
+        wait_for(lambda: condition(self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                                            queues.LOCAL_QUEUE), "Active"),
+                 what="the LocalQueue default to become active")
+        return ns, cq
+
+    def priority_class(self, value: int) -> str:
+        name = f"p{value}-{self.tag}"
+        self.custom.create_cluster_custom_object(GROUP, VERSION, "workloadpriorityclasses", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value})
+        self.made.append(("workloadpriorityclasses", name))
+        return name
+
+    def cleanup(self):
+        for plural, name in self.made:
+            try:
+                self.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+            except kubernetes.client.ApiException:
+                pass
+
+
+@pytest.fixture
+def teams(kueue_cluster, custom, make_namespace):
+    made = Teams(custom, make_namespace)
+    yield made
+    made.cleanup()
+
+
+def queued_job(name, workers, gpus, complete_after="2s", priority_class=None):
+    """A job for the LocalQueue `default`, as the backend makes them (suspended, labelled)."""
+    obj = job(name, workers, gpus, queue=queues.LOCAL_QUEUE, complete_after=complete_after)
+    if priority_class:
+        obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority_class
+    return obj
+
+
+def hold(batch_v1, core_v1, ns, gpus, name="holder"):
+    """The gate: a job holding `gpus` GPUs until the test deletes it."""
+    batch_v1.create_namespaced_job(ns, queued_job(name, 1, gpus, complete_after="1h"))
+    wait_for(lambda: [p for p in pods_of(core_v1, ns, name) if p.status.phase == "Running"],
+             timeout=60, what=f"the holder's pod running with {gpus} GPUs")
+
+
+def release(batch_v1, ns, name="holder"):
+    batch_v1.delete_namespaced_job(name, ns, propagation_policy="Background")
+
+
+def kueue_backend(cluster, ns) -> KubernetesBackend:
+    """The notebook's backend with Kueue, reading as an admin (every namespace's Workloads)."""
+    return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns, queue_name=queues.LOCAL_QUEUE,
+                             images=[{"name": "paddle:3.3.1-cpu"}], gpu_tolerations=[GPU_TOLERATION],
+                             gpu_node_selector={"type": "kwok"}, pod_annotations={COMPLETE_AFTER_ANNOTATION: "2s"})
+
+
+def waiting_message(custom, ns, job_name):
+    wl = workload_of(custom, ns, job_name) or {}
+    return [c["message"] for c in (wl.get("status") or {}).get("conditions") or ()
+            if c["type"] == "QuotaReserved" and c["status"] == "False" and "insufficient" in c.get("message", "")]
+
+
+def test_all_or_nothing_a_16_gpu_job_waits_with_no_pods_while_4_are_taken_and_starts_whole(
+        teams, custom, batch_v1, core_v1):
+    ns, _ = teams.make("vision", gpus=16)
+    hold(batch_v1, core_v1, ns, 4)
+    batch_v1.create_namespaced_job(ns, queued_job("gang", workers=2, gpus=8))
+    message = wait_for(lambda: waiting_message(custom, ns, "gang"), what="Kueue to find the 16-GPU job does not fit")
+    assert "4 more needed" in message[0], message
+    assert batch_v1.read_namespaced_job("gang", ns).spec.suspend is True
+    assert pods_of(core_v1, ns, "gang") == []  # no worker holds a GPU while it waits
+
+    release(batch_v1, ns)
+    wait_for(lambda: condition(workload_of(custom, ns, "gang") or {}, "Admitted"), timeout=60,
+             what="the 16-GPU job admitted once the 4 GPUs are free")
+    wait_for(lambda: job_done(batch_v1, ns, "gang"), timeout=90, what="the 16-GPU job to complete")
+    pods = pods_of(core_v1, ns, "gang")
+    assert len(pods) == 2 and {p.spec.node_name for p in pods} == {"kwok-gpu-0", "kwok-gpu-1"}, \
+        [(p.metadata.name, p.spec.node_name) for p in pods]
+
+
+def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them(
+        teams, custom, batch_v1, core_v1, kueue_cluster):
+    a_ns, a_cq = teams.make("a", gpus=8)
+    b_ns, b_cq = teams.make("b", gpus=8)
+    batch_v1.create_namespaced_job(a_ns, queued_job("wide", workers=3, gpus=4, complete_after="1h"))  # 12 > 8
+    wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
+             what="team a's 12-GPU job admitted by borrowing 4 of team b's idle GPUs")
+
+    def borrowed():
+        status = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", a_cq["metadata"]["name"])
+        usage = (status.get("status") or {}).get("flavorsUsage") or []
+        return [r.get("borrowed") for f in usage for r in f.get("resources", ()) if r["name"] == GPU]
+
+    assert wait_for(lambda: borrowed() == ["4"] and borrowed(), what="team a's queue to show 4 borrowed GPUs",
+                    message=borrowed)
+
+    # b's own 8 GPUs, held until the namespace goes (so team a's job stays queued while it is read)
+    batch_v1.create_namespaced_job(b_ns, queued_job("mine", workers=2, gpus=4, complete_after="1h"))
+    preempted = wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Preempted")
+                         and workload_of(custom, a_ns, "wide"), timeout=30,
+                         what="team a's job preempted to give team b its GPUs back")
+    reason = next(c["reason"] for c in preempted["status"]["conditions"] if c["type"] == "Preempted")
+    assert reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing"), preempted["status"]["conditions"]
+    wait_for(lambda: condition(workload_of(custom, b_ns, "mine") or {}, "Admitted"), timeout=60,
+             what="team b's job admitted on its reclaimed GPUs")
+    wait_for(lambda: batch_v1.read_namespaced_job("wide", a_ns).spec.suspend is True,
+             what="team a's job suspended again (requeued)")
+
+    async def read():
+        jobs = kueue_backend(kueue_cluster, a_ns)
+        try:
+            return await jobs.get("wide")
+        finally:
+            await jobs.close()
+
+    job_a = asyncio.run(read())
+    assert job_a.phase == Phase.QUEUED, job_a
+    team_b = f"team b-{teams.tag}"
+    assert job_a.message.startswith(f"Preempted: {team_b} reclaimed its GPUs; requeued."), job_a.message
+
+
+def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, batch_v1, core_v1, kueue_cluster):
+    ns, _ = teams.make("order", gpus=8)
+    hold(batch_v1, core_v1, ns, 8)
+    priorities = [3, 7, 1, 9, 0, 5, 8, 2, 6, 4]  # not the order they are made in
+    names = [f"j{i}" for i in range(10)]
+    for name, value in zip(names, priorities):
+        batch_v1.create_namespaced_job(ns, queued_job(name, workers=1, gpus=8,
+                                                      priority_class=teams.priority_class(value)))
+    wait_for(lambda: all(workload_of(custom, ns, name) for name in names), what="the 10 Workloads")
+
+    async def positions():
+        jobs = kueue_backend(kueue_cluster, ns)
+        try:
+            return {job.name: job.queue.position for job in await jobs.list() if job.name in names and job.queue}
+        finally:
+            await jobs.close()
+
+    said = asyncio.run(positions())
+    assert sorted(said.values()) == list(range(1, 11)), said
+    expected = sorted(names, key=lambda n: said[n])
+    assert expected == [n for _, n in sorted(zip(priorities, names), reverse=True)]  # priority first
+
+    started: list[str] = []
+
+    def all_started():
+        for name in names:
+            if name not in started and condition(workload_of(custom, ns, name) or {}, "Admitted"):
+                started.append(name)
+        return len(started) == len(names)
+
+    release(batch_v1, ns)
+    wait_for(all_started, timeout=240, interval=0.1, what="the 10 jobs to start one by one", message=lambda: started)
+    assert started == expected  # 10 of 10
+
+
+def test_an_unlabeled_job_from_the_notebook_is_queued_in_the_users_default_queue(teams, custom, batch_v1, core_v1):
+    ns, _ = teams.make("plainjob", gpus=8)
+    hold(batch_v1, core_v1, ns, 8)
+    made = batch_v1.create_namespaced_job(ns, job("sneaky", workers=1, gpus=4, queue=None, suspend=False))
+    # Kueue's LocalQueueDefaulting (a LocalQueue named "default") labels it, its webhook suspends it.
+    assert made.metadata.labels[KUEUE_QUEUE_LABEL] == queues.LOCAL_QUEUE and made.spec.suspend is True
+    wait_for(lambda: waiting_message(custom, ns, "sneaky"), what="the unlabeled job waiting in the queue")
+    assert pods_of(core_v1, ns, "sneaky") == []
+    release(batch_v1, ns)
+    wait_for(lambda: job_done(batch_v1, ns, "sneaky"), timeout=90, what="the unlabeled job admitted and completed")
+
+
+def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, custom, batch_v1, core_v1,
+                                                                      kueue_cluster):
+    ns, _ = teams.make("status", gpus=8)
+    hold(batch_v1, core_v1, ns, 8)
+
+    async def submit_and_read():
+        jobs = kueue_backend(kueue_cluster, ns)
+        try:
+            for name in ("first", "second", "third"):
+                await jobs.submit(JobSpec(name=name, command=["python", "train.py"], workers=2, gpus_per_worker=2))
+            await asyncio.to_thread(wait_for, lambda: all(waiting_message(custom, ns, n)
+                                                          for n in ("first", "second", "third")),
+                                    what="Kueue to have tried the three jobs")
+            return await jobs.get("third")
+        finally:
+            await jobs.close()
+
+    third = asyncio.run(submit_and_read())
+    assert third.phase == Phase.QUEUED and third.reason == "Queued", third
+    assert (third.queue.position, third.queue.ahead) == (3, 2), third.queue
+    team = f"team status-{teams.tag}'s queue"
+    assert third.queue.queue == team
+    assert third.queue.waiting_for == f"needs 4 more GPUs in {team}; 2 jobs ahead of yours", third.queue
+    assert pods_of(core_v1, ns, "third") == []
