@@ -25,7 +25,7 @@ from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
 
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
-from paddle_ext.constants import KUEUE_QUEUE_LABEL, USER_LABEL
+from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
 from paddle_ext.jobs import Phase
 from paddle_ext.quota import queues
 from paddle_ext.quota.model import Entry, Limits, QuotaConfig
@@ -289,6 +289,7 @@ def teams(kueue_cluster, custom, make_namespace):
 def queued_job(name, workers, gpus, complete_after="2s", priority_class=None):
     """A job for the LocalQueue `default`, as the backend makes them (suspended, labelled)."""
     obj = job(name, workers, gpus, queue=queues.LOCAL_QUEUE, complete_after=complete_after)
+    obj["metadata"]["labels"].update(MANAGED_BY)  # listed by the backend, as its own jobs are
     if priority_class:
         obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority_class
     return obj

@@ -147,3 +147,12 @@ def test_hub_settings_read_kueue_from_the_environment():
     settings = HubSettings.load(environ={"PADDLECLOUD_KUEUE_ENABLED": "true",
                                          "PADDLECLOUD_KUEUE_LENDING_LIMIT": '{"gpus": 4}'})
     assert settings.kueue_enabled and settings.kueue_lending_limit == {"gpus": 4}
+
+
+def test_the_quota_service_takes_kueue_from_the_hubs_environment(monkeypatch):
+    from paddle_ext.hub.quota_service import QuotaService
+
+    monkeypatch.delenv("PADDLECLOUD_KUEUE", raising=False)
+    assert QuotaService().queue_policy() is None
+    monkeypatch.setenv("PADDLECLOUD_KUEUE", '{"lending_limit": {"gpus": 2}, "borrowing_limit": {"cpu": "4"}}')
+    assert QuotaService().queue_policy() == QueuePolicy(lending=Limits(gpus=2), borrowing=Limits(cpu="4"))
