@@ -112,6 +112,7 @@ class KubernetesBackend(JobBackend):
         """`api`: an API client to share (the caller closes it); else one of its own."""
         self._api = api
         self._owns_api = api is None
+        self._kueue_denied: set[tuple[str, str | None]] = set()  # Kueue lists this account may not read
         super().__init__(**kwargs)
 
     # ------------------------------------------------------------ connection
@@ -420,11 +421,15 @@ class KubernetesBackend(JobBackend):
 
         async def items(plural: str, namespaced_too: bool) -> tuple[list[dict], bool]:
             for namespace in ((None, self.namespace) if namespaced_too else (None,)):
+                if (plural, namespace) in self._kueue_denied:
+                    continue
                 try:
                     data = await self._call(f"list Kueue {plural}", "list",
                                             api_path(KUEUE_API_VERSION, plural, namespace))
                     return data.get("items", []), namespace is None
-                except (Forbidden, BackendUnavailable):  # no right to list, or no Kueue (404)
+                except Forbidden:  # this account may not: not asked again
+                    self._kueue_denied.add((plural, namespace))
+                except BackendUnavailable:  # no Kueue (404), or the API server is away: the status reads without it
                     continue
             return [], False
 

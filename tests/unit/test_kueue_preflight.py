@@ -73,3 +73,39 @@ async def test_with_kueue_more_gpus_per_worker_than_a_node_has_is_refused_when_n
     with pytest.raises(QuotaExceeded, match="Needs 10 GPUs per worker; the largest node has 8"):
         await backend(Api(used_gpus=0, node_gpus=8), "default").preflight(spec)
     await backend(Api(used_gpus=0, node_gpus=None), "default").preflight(spec)  # cannot tell: queued
+
+
+class ScopedApi:
+    """Kueue lists: every namespace's refused (a notebook's account), its own namespace's allowed."""
+
+    def __init__(self):
+        self.asked = []
+
+    async def list(self, path, **params):
+        self.asked.append(path)
+        if "/namespaces/" not in path:
+            raise KubeApiError(403, "forbidden")
+        return {"items": [{"metadata": {"name": path.rsplit("/", 1)[-1]}}]}
+
+
+SUSPENDED = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"suspend": True}}
+
+
+async def test_the_kueue_view_falls_back_to_the_own_namespace_and_does_not_ask_again():
+    api = ScopedApi()
+    jobs = backend(api, "default")
+    view = await jobs._kueue_view([SUSPENDED])
+    assert not view.complete and [w["metadata"]["name"] for w in view.workloads] == ["workloads"]
+    assert view.cluster_queues == ()
+    asked = len(api.asked)
+    await jobs._kueue_view([SUSPENDED])
+    # the three refused cluster-wide lists are not asked again; the namespace's two are
+    assert sorted(api.asked[asked:]) == ["/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/localqueues",
+                                         "/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/workloads"]
+
+
+async def test_no_kueue_objects_are_read_without_kueue_or_without_a_queued_job():
+    api = ScopedApi()
+    assert await backend(api, "")._kueue_view([SUSPENDED]) is None
+    assert await backend(api, "default")._kueue_view([{**SUSPENDED, "spec": {}}]) is None
+    assert api.asked == []
