@@ -365,6 +365,8 @@ def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them
              what="team b's job admitted on its reclaimed GPUs")
     wait_for(lambda: batch_v1.read_namespaced_job("wide", a_ns).spec.suspend is True,
              what="team a's job suspended again (requeued)")
+    wait_for(lambda: not condition(workload_of(custom, a_ns, "wide") or {}, "QuotaReserved"),
+             what="team a's Workload back in the queue")
 
     async def read():
         jobs = kueue_backend(kueue_cluster, a_ns)
