@@ -26,9 +26,12 @@ from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
+from paddle_ext.hub.quota_sync import QuotaSync
 from paddle_ext.jobs import Phase
+from paddle_ext.kubeapi import KubeApi
 from paddle_ext.quota import queues
-from paddle_ext.quota.model import Entry, Limits, QuotaConfig
+from paddle_ext.quota.model import Entry, Limits, QuotaConfig, parse_patch
+from paddle_ext.quota.store import KubernetesQuotaStore
 from paddle_ext.spec import JobSpec
 from tools.k8s import kueue
 from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION
@@ -452,3 +455,54 @@ def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, cust
     assert third.queue.queue == team
     assert third.queue.waiting_for == f"needs 4 more GPUs in {team}; 2 jobs ahead of yours", third.queue
     assert pods_of(core_v1, ns, "third") == []
+
+
+async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits_all_kueue_admits(
+        kueue_cluster, custom, core_v1, batch_v1, make_namespace):
+    """The hub's own path (quota store + QuotaSync, as a PUT on the quota page runs it): the
+    team's ClusterQueue follows its quota, and a job Kueue admits at the most it may (guarantee +
+    borrowing limit, borrowed from an idle team) has every pod admitted by the ResourceQuota."""
+    tag = uuid.uuid4().hex[:6]
+    vision, audio, user = f"vision-{tag}", f"audio-{tag}", f"u-{tag}"
+    hub_ns, ns = make_namespace("hub"), make_namespace("kq", labels={USER_LABEL: user})
+    core_v1.create_namespaced_limit_range(ns, tenancy.limit_range(ns))  # as the spawner makes it
+    api = KubeApi.connect(kueue_cluster.kubeconfig)
+    store = KubernetesQuotaStore(api, hub_ns)
+    sync = QuotaSync(api, store, kueue=queues.QueuePolicy(borrowing=Limits(gpus=4)))
+    names = [queues.dns_name(queues.TEAM_PREFIX, group) for group in (vision, audio)]
+
+    def gpu_quota(cq_name):
+        cq = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq_name)
+        return next(r for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)
+
+    try:
+        await store.update("groups", vision, parse_patch({"gpus": 4, "cpu": "32", "memory": "128Gi"}))
+        config = await store.update("groups", audio, parse_patch({"gpus": 8, "cpu": "32", "memory": "128Gi"}))
+        assert sorted(await sync.sync_teams(config)) == sorted(names)
+        await sync.sync_user(user, [vision], namespace=ns, config=config)
+        assert gpu_quota(names[0]) == {"name": GPU, "nominalQuota": "4", "borrowingLimit": "4"}
+        assert core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns).spec.hard[f"requests.{GPU}"] == "8"
+
+        config = await store.update("groups", vision, parse_patch({"gpus": 8}))  # the quota page's PUT
+        await sync.sync_teams(config)
+        await sync.sync_user(user, [vision], namespace=ns, config=config)
+        assert gpu_quota(names[0])["nominalQuota"] == "8"
+        assert core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns).spec.hard[f"requests.{GPU}"] == "12"
+        wait_for(lambda: condition(custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                                       queues.LOCAL_QUEUE), "Active"),
+                 what="the user's LocalQueue default active")
+
+        # 12 GPUs: vision's 8 + 4 borrowed from audio's idle 8; every pod gets past the ResourceQuota.
+        batch_v1.create_namespaced_job(ns, queued_job("most", workers=3, gpus=4, complete_after="1h"))
+        wait_for(lambda: condition(workload_of(custom, ns, "most") or {}, "Admitted"), timeout=60,
+                 what="Kueue to admit 12 GPUs (8 guaranteed + 4 borrowed)")
+        wait_for(lambda: len([p for p in pods_of(core_v1, ns, "most") if p.status.phase == "Running"]) == 3,
+                 timeout=60, what="all 3 workers running: none refused by the ResourceQuota",
+                 message=lambda: [e.message for e in core_v1.list_namespaced_event(ns).items])
+    finally:
+        await api.close()
+        for name in names:
+            try:
+                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+            except kubernetes.client.ApiException:
+                pass
