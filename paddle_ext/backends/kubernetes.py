@@ -26,7 +26,7 @@ from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND
                          SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
-from ..capacity import LIVE_PODS_SELECTOR, largest_node_gpus, pods_in_use
+from ..capacity import LIVE_PODS_SELECTOR, node_gpus, pods_in_use
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
 from ..jobkinds import JOB_KINDS, JobKind
@@ -210,10 +210,10 @@ class KubernetesBackend(JobBackend):
         need = {field: getattr(request, field) for field in ("gpus", "cpu", "memory", "pods")}
         queue = next((read_queue_annotation(_annotations(quota).get(QUEUE_ANNOTATION)) for quota in quotas
                       if QUEUE_ANNOTATION in _annotations(quota)), None)
-        largest = await self._largest_node_gpus() if spec.gpus_per_worker else None
+        largest, cluster = await self._node_gpus() if spec.gpus_per_worker else (None, None)
         for quota in quotas or [{}]:
             hard = resource_quota_terms(quota, self.gpu_resource)[0] if quota else Limits()
-            message = never_fits(need, spec.gpus_per_worker, queue, hard, largest)
+            message = never_fits(need, spec.gpus_per_worker, queue, hard, largest, cluster)
             if message:
                 raise QuotaExceeded(message)
         cap = running_jobs_cap(quotas)
@@ -222,13 +222,14 @@ class KubernetesBackend(JobBackend):
             if message:
                 raise QuotaExceeded(message)
 
-    async def _largest_node_gpus(self) -> int | None:
-        """The most GPUs on one node, if this account may read nodes (often it may not)."""
+    async def _node_gpus(self) -> tuple[int | None, int | None]:
+        """The most GPUs on one node and on all together, if this account may read nodes (often
+        it may not: then (None, None))."""
         try:
             nodes = await self._call("list nodes", "get", api_path("v1", "nodes"))
         except (Forbidden, BackendUnavailable):
-            return None
-        return largest_node_gpus(nodes.get("items", []), self.gpu_resource)
+            return None, None
+        return node_gpus(nodes.get("items", []), self.gpu_resource)
 
     def unnamed_image(self) -> str:
         return self.image

@@ -298,14 +298,15 @@ def read_queue_annotation(text: str | None) -> dict | None:
 # ------------------------------------------------------------------ the preflight with Kueue
 
 def never_fits(need: Mapping[str, Decimal], gpus_per_worker: int, queue: Mapping | None, hard: Limits,
-               largest_node_gpus: int | None) -> str | None:
+               largest_node_gpus: int | None, cluster_gpus: int | None = None) -> str | None:
     """Why a job can never start with Kueue, in one sentence with the numbers; None when it
     may (now or later: then it is created and waits in the queue).
 
     `need`: the job's total per field (gpus, cpu, memory, pods); `queue`: the user's queue as
     read_queue_annotation gives it (None: unknown, not checked); `hard`: the ResourceQuota's
     limits (its own count of what is in use does not matter: queued jobs wait for room);
-    `largest_node_gpus`: the most GPUs any node has (None: nodes cannot be read)."""
+    `largest_node_gpus`: the most GPUs any node has, `cluster_gpus` all nodes together (None:
+    nodes cannot be read)."""
     if queue is not None:
         nominal, borrowing = queue["nominal"], queue["borrowing_limit"]
         over = can_ever_fit(need, nominal, borrowing, {})
@@ -323,6 +324,10 @@ def never_fits(need: Mapping[str, Decimal], gpus_per_worker: int, queue: Mapping
     if largest_node_gpus is not None and gpus_per_worker > largest_node_gpus:
         return (f"Needs {gpus_per_worker} GPUs per worker; the largest node has {largest_node_gpus}, so this job "
                 "could never start. Use more workers with fewer GPUs each.")
+    gpus = need.get("gpus") or Decimal(0)
+    if cluster_gpus is not None and gpus > cluster_gpus:
+        return (f"Needs {_shown('gpus', gpus)} GPUs; the whole cluster has {cluster_gpus}, so this job could never "
+                "start. Use fewer workers or GPUs.")
     return None
 
 

@@ -183,6 +183,12 @@ def test_more_gpus_per_worker_than_any_node_has_is_refused():
     assert queues.never_fits(need(gpus=12, pods=1), 12, QUEUE, Limits(), None) is None  # nodes unreadable
 
 
+def test_more_gpus_than_the_whole_cluster_has_is_refused():
+    assert queues.never_fits(need(gpus=24, pods=3), 8, None, Limits(), 8, cluster_gpus=16) == (
+        "Needs 24 GPUs; the whole cluster has 16, so this job could never start. Use fewer workers or GPUs.")
+    assert queues.never_fits(need(gpus=16, pods=2), 8, None, Limits(), 8, cluster_gpus=16) is None
+
+
 def test_the_resource_quota_still_refuses_what_it_never_allows():
     assert queues.never_fits(need(pods=50), 0, None, Limits(pods=40), None) == (
         "Needs 50 pods; your quota is 40, so this job could never start. Use fewer workers or ask an admin.")
