@@ -68,6 +68,11 @@ USER_PREFIX = "paddlecloud-user-"
 QUEUE_FIELDS = ("gpus", "cpu", "memory")  # what Kueue admits by; pods and running jobs stay ResourceQuota's
 # A queue field no entry limits is "unlimited": Kueue needs a number, and these are far past any cluster.
 UNLIMITED = {"gpus": Decimal(1_000_000), "cpu": Decimal(1_000_000), "memory": Decimal(2 ** 60)}
+# Scratch disk: every container asks for some (the namespace's LimitRange gives it a request),
+# and Kueue refuses a Workload asking for a resource its ClusterQueue does not cover ("resource
+# ephemeral-storage unavailable in ClusterQueue"). So queues cover it without counting it: the
+# user's ResourceQuota bounds it (tenancy.OBJECT_QUOTA).
+UNCOUNTED_RESOURCES = {"ephemeral-storage": "1Pi"}
 _DNS = re.compile(r"[^a-z0-9-]+")
 
 
@@ -239,8 +244,9 @@ def _quantity(field: str, amount: Decimal) -> str:
 
 def cluster_queue(queue: Queue, policy: QueuePolicy = QueuePolicy(), gpu_resource: str = GPU_RESOURCE) -> dict:
     """The ClusterQueue of `queue`: its nominal quota of CPU, memory and GPUs in the one
-    flavor, lending and borrowing limits from `policy`, in the cohort, BestEffortFIFO,
-    reclaiming what it lent and preempting lower priority inside."""
+    flavor (and scratch disk, covered but not counted: UNCOUNTED_RESOURCES), lending and
+    borrowing limits from `policy`, in the cohort, BestEffortFIFO, reclaiming what it lent and
+    preempting lower priority inside."""
     resource_names = {"cpu": "cpu", "memory": "memory", "gpus": gpu_resource}
     resources = []
     for field in ("cpu", "memory", "gpus"):
@@ -253,6 +259,7 @@ def cluster_queue(queue: Queue, policy: QueuePolicy = QueuePolicy(), gpu_resourc
         if borrow is not None:
             entry["borrowingLimit"] = _quantity(field, borrow)
         resources.append(entry)
+    resources += [{"name": name, "nominalQuota": amount} for name, amount in UNCOUNTED_RESOURCES.items()]
     return {
         "apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue",
         "metadata": {"name": queue.name, "labels": dict(MANAGED_BY),

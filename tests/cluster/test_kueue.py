@@ -298,9 +298,10 @@ def queued_job(name, workers, gpus, complete_after="2s", priority_class=None):
     return obj
 
 
-def hold(batch_v1, core_v1, ns, gpus, name="holder"):
-    """The gate: a job holding `gpus` GPUs until the test deletes it."""
-    batch_v1.create_namespaced_job(ns, queued_job(name, 1, gpus, complete_after="1h"))
+def hold(batch_v1, core_v1, ns, gpus, name="holder", priority_class=None):
+    """The gate: a job holding `gpus` GPUs until the test deletes it (with a priority above the
+    queued jobs', so none of them preempts it: withinClusterQueue is LowerPriority)."""
+    batch_v1.create_namespaced_job(ns, queued_job(name, 1, gpus, complete_after="1h", priority_class=priority_class))
     wait_for(lambda: [p for p in pods_of(core_v1, ns, name) if p.status.phase == "Running"],
              timeout=60, what=f"the holder's pod running with {gpus} GPUs")
 
@@ -386,7 +387,7 @@ def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them
 
 def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, batch_v1, core_v1, kueue_cluster):
     ns, _ = teams.make("order", gpus=8)
-    hold(batch_v1, core_v1, ns, 8)
+    hold(batch_v1, core_v1, ns, 8, priority_class=teams.priority_class(100))
     priorities = [3, 7, 1, 9, 0, 5, 8, 2, 6, 4]  # not the order they are made in
     names = [f"j{i}" for i in range(10)]
     for name, value in zip(names, priorities):
@@ -402,7 +403,10 @@ def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, 
             await jobs.close()
 
     said = asyncio.run(positions())
-    assert sorted(said.values()) == list(range(1, 11)), said
+    assert sorted(said.values()) == list(range(1, 11)), (said, [
+        (w["metadata"]["name"], w["spec"].get("priority"), [(c["type"], c["status"]) for c in
+                                                           (w.get("status") or {}).get("conditions") or ()])
+        for w in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]])
     expected = sorted(names, key=lambda n: said[n])
     assert expected == [n for _, n in sorted(zip(priorities, names), reverse=True)]  # priority first
 
@@ -495,7 +499,8 @@ async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits
         # 12 GPUs: vision's 8 + 4 borrowed from audio's idle 8; every pod gets past the ResourceQuota.
         batch_v1.create_namespaced_job(ns, queued_job("most", workers=3, gpus=4, complete_after="1h"))
         wait_for(lambda: condition(workload_of(custom, ns, "most") or {}, "Admitted"), timeout=60,
-                 what="Kueue to admit 12 GPUs (8 guaranteed + 4 borrowed)")
+                 what="Kueue to admit 12 GPUs (8 guaranteed + 4 borrowed)",
+                 message=lambda: (workload_of(custom, ns, "most") or {}).get("status"))
         wait_for(lambda: len([p for p in pods_of(core_v1, ns, "most") if p.status.phase == "Running"]) == 3,
                  timeout=60, what="all 3 workers running: none refused by the ResourceQuota",
                  message=lambda: [e.message for e in core_v1.list_namespaced_event(ns).items])

@@ -78,13 +78,15 @@ def test_the_cluster_queue_is_in_the_cohort_fifo_reclaims_and_carries_the_limits
     assert spec["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
     assert spec["namespaceSelector"] == {"matchExpressions": [{"key": USER_LABEL, "operator": "Exists"}]}
     group = spec["resourceGroups"][0]
-    assert group["coveredResources"] == ["cpu", "memory", "example.com/gpu"]
+    # scratch disk is covered (every container asks for some, from the LimitRange) but not counted
+    assert group["coveredResources"] == ["cpu", "memory", "example.com/gpu", "ephemeral-storage"]
     assert group["flavors"][0]["name"] == "paddlecloud"
     assert group["flavors"][0]["resources"] == [
         {"name": "cpu", "nominalQuota": "8", "lendingLimit": "4"},
         {"name": "memory", "nominalQuota": "256Gi"},
         # lending limit 32 > nominal 16: lends all of it; Kueue refuses lendingLimit > nominal
         {"name": "example.com/gpu", "nominalQuota": "16", "lendingLimit": "16", "borrowingLimit": "8"},
+        {"name": "ephemeral-storage", "nominalQuota": "1Pi"},
     ]
 
 
