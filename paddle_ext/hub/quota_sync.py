@@ -188,9 +188,11 @@ class QuotaSync:
         annotations = {}
         if self.kueue is not None:
             queue = queues.queue_for(config, username, groups)
-            await self.sync_queue(queue)
+            # The LocalQueue first: without a namespace nothing is written (no queue for a user who
+            # never started a server); all of it is written at the user's next start.
             if await write_local_queue(self.api, namespace, queue.name, missing_ok=missing_ok) is None:
-                return None  # no namespace yet: all of it is written at the user's next start
+                return None
+            await self.sync_queue(queue)
             effective = Effective(queues.backstop(effective.limits, queue, self.kueue), effective.sources)
             annotations[QUEUE_ANNOTATION] = queues.queue_annotation(queue, self.kueue)
         quota = user_resource_quota(namespace, effective, self.gpu_resource, self.objects, annotations)

@@ -511,3 +511,71 @@ async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits
                 custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
             except kubernetes.client.ApiException:
                 pass
+
+
+async def test_quota_page_edits_write_the_queues_through_the_quota_service(kueue_cluster, custom, core_v1, tmp_path,
+                                                                          monkeypatch):
+    """The quota service with Kueue (the hub's settings.kueue_enabled), its PUTs as the page sends
+    them, the real local hub saying who is in which group: a team's quota is its ClusterQueue,
+    its members' LocalQueue `default` points there, a personal override moves the user to a queue
+    of their own, and each ResourceQuota is the queue's guarantee + borrowing limit."""
+    from hubutil import LocalHub
+    from paddle_ext.hub.quota_service import QuotaService
+
+    tag = uuid.uuid4().hex[:6]
+    ann, ben, team = f"ann-{tag}", f"ben-{tag}", f"ml-{tag}"
+    prefix = f"pcq-{tag}-"
+    hub_ns = prefix + "hub"
+    for name, user in ((hub_ns, None), (prefix + ann, ann), (prefix + ben, ben)):
+        core_v1.create_namespace({"metadata": {"name": name, "labels": {USER_LABEL: user} if user else {}}})
+    written = [queues.dns_name(queues.TEAM_PREFIX, team), queues.dns_name(queues.USER_PREFIX, ann),
+               queues.dns_name(queues.USER_PREFIX, ben)]
+
+    def local_queue(user):
+        return custom.get_namespaced_custom_object(GROUP, VERSION, prefix + user, "localqueues",
+                                                   queues.LOCAL_QUEUE)["spec"]["clusterQueue"]
+
+    def gpu_hard(user):
+        return core_v1.read_namespaced_resource_quota("paddlecloud-quota", prefix + user).spec.hard[f"requests.{GPU}"]
+
+    hub = LocalHub(tmp_path / "paddlecloud")
+    try:
+        hub.start()
+        token = hub.new_token(hub.login("admin"), "admin")
+        for user in (ann, ben):
+            assert hub.hub_api("POST", f"/users/{user}", token).status_code == 201
+        assert hub.hub_api("POST", f"/groups/{team}", token).status_code == 201
+        assert hub.hub_api("POST", f"/groups/{team}/users", token, json={"users": [ann]}).status_code == 200
+        monkeypatch.setenv("JUPYTERHUB_API_URL", f"{hub.url}/hub/api")
+        monkeypatch.setenv("JUPYTERHUB_API_TOKEN", token)
+        monkeypatch.setenv("PADDLECLOUD_KUEUE", '{"borrowing_limit": {"gpus": 2}}')  # as the hub passes it
+        service = QuotaService(store_kind="kubernetes", kubeconfig=kueue_cluster.kubeconfig, hub_namespace=hub_ns,
+                               namespace_template=prefix + "{username}")
+        await service.setup()
+        try:
+            view = await service.update("groups", team, parse_patch({"gpus": 4}))
+            assert "sync_errors" not in view, view
+            cq = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", written[0])
+            gpu = next(r for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)
+            assert gpu == {"name": GPU, "nominalQuota": "4", "borrowingLimit": "2"}
+            assert local_queue(ann) == written[0] and gpu_hard(ann) == "6"
+
+            await service.update("default", None, parse_patch({"gpus": 1}))
+            assert local_queue(ben) == written[2] and gpu_hard(ben) == "3"  # a queue of the default's 1 GPU
+
+            await service.update("users", ann, parse_patch({"gpus": 2}))  # a personal override
+            assert local_queue(ann) == written[1] and gpu_hard(ann) == "4"
+        finally:
+            await service.store.api.close()
+    finally:
+        hub.stop()
+        for name in (hub_ns, prefix + ann, prefix + ben):
+            try:
+                core_v1.delete_namespace(name)
+            except kubernetes.client.ApiException:
+                pass
+        for name in written:
+            try:
+                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+            except kubernetes.client.ApiException:
+                pass
