@@ -42,7 +42,7 @@ from traitlets.config import Config
 
 from paddle_ext import homeseed, tenancy
 from paddle_ext.constants import (HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
-                                  OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV)
+                                  KUEUE_ENV, OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV)
 from paddle_ext.hub.login_config import configure_login
 from paddle_ext.hub.quota_config import configure_quota_service
 from paddle_ext.hub.spawner import TEMPLATES as SPAWN_PAGE_TEMPLATES
@@ -149,7 +149,10 @@ configure_quota_service(
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
                  NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template,
                  SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota),
-                 OBJECT_QUOTA_ENV: json.dumps(settings.object_quota)},
+                 OBJECT_QUOTA_ENV: json.dumps(settings.object_quota),
+                 **({KUEUE_ENV: json.dumps({"lending_limit": settings.kueue_lending_limit,
+                                            "borrowing_limit": settings.kueue_borrowing_limit})}
+                    if settings.kueue_enabled else {})},
     args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
     admin_users=c.Authenticator.admin_users, admin_groups=settings.admin_groups)
 

@@ -106,3 +106,10 @@ def pods_in_use(pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> dict[str,
 def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> int:
     """The most GPUs any one schedulable node has free."""
     return max([0, *(n.free_gpus for n in node_usage(nodes, pods, gpu_resource) if n.schedulable)])
+
+
+def node_gpus(nodes: list[dict], gpu_resource: str = GPU_RESOURCE) -> tuple[int, int]:
+    """(the most GPUs one schedulable node has, all schedulable nodes' GPUs together), allocatable:
+    what one worker, and one job, can ever get."""
+    counts = [usage.capacity.gpus for usage in node_usage(nodes, [], gpu_resource) if usage.schedulable]
+    return max(counts, default=0), sum(counts)

@@ -24,6 +24,12 @@ OUTPUTS_ANNOTATION = f"{LABEL_PREFIX}/outputs"  # where its outputs are kept (jo
 # the API server cannot count *running* jobs (`count/jobs.batch` counts finished Jobs too).
 RUNNING_JOBS_ANNOTATION = f"{LABEL_PREFIX}/running-jobs"
 QUOTA_SOURCES_ANNOTATION = f"{LABEL_PREFIX}/quota-sources"
+# With Kueue: the user's queue (its ClusterQueue, nominal quota, borrowing limit) on the
+# ResourceQuota, where the notebook can read it (ClusterQueues are cluster-scoped), and who
+# a ClusterQueue is for, on the ClusterQueue.
+QUEUE_ANNOTATION = f"{LABEL_PREFIX}/queue"
+QUEUE_TITLE_ANNOTATION = f"{LABEL_PREFIX}/queue-title"
+QUEUE_OWNER_ANNOTATION = f"{LABEL_PREFIX}/queue-owner"
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = {MANAGED_BY_LABEL: "paddlecloud"}
@@ -33,6 +39,9 @@ COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Kueue copies it into the Workload's maximumExecutionTimeSeconds (and enforces it): the job's
+# --max-runtime, which the queue's start estimates read.
+KUEUE_MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 GPU_RESOURCE = "nvidia.com/gpu"  # the default; every setting that names it is configurable
 CONTAINER_NAME = "paddle"  # Kubeflow's PaddleJob requires this name
@@ -66,6 +75,9 @@ QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local 
 # variable HubSettings reads for its default_quota field.
 SITE_DEFAULT_QUOTA_ENV = "PADDLECLOUD_DEFAULT_QUOTA"
 OBJECT_QUOTA_ENV = "PADDLECLOUD_OBJECT_QUOTA"  # JSON: the object counts of every user's ResourceQuota
+# JSON, the quota service's Kueue settings ({"lending_limit": {...}, "borrowing_limit": {...}});
+# absent or empty: no Kueue.
+KUEUE_ENV = "PADDLECLOUD_KUEUE"
 NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's users' namespaces
 USER_GROUPS_ENV = "PADDLECLOUD_USER_GROUPS"
 IMAGES_ENV = "PADDLECLOUD_IMAGES"

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
-                        JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
+                        JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_MAX_EXEC_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
                         MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
 from .constants import INDEX_FAILURE_COUNT_ANNOTATION, RESTART_ENV, RUN_AS_GROUP, RUN_AS_USER
 from .restarts import USER_EXIT_CODES
@@ -323,6 +323,8 @@ def pod_spec(spec: JobSpec, settings: ManifestSettings, command: list[str], with
 
 def _metadata(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> dict:
     metadata = {"name": spec.name, "namespace": settings.namespace, "labels": labels(spec, settings)}
+    if settings.queue_name and spec.max_runtime_seconds:
+        metadata["labels"][KUEUE_MAX_EXEC_LABEL] = str(spec.max_runtime_seconds)
     if annotations:
         metadata["annotations"] = annotations
     return metadata

@@ -22,6 +22,8 @@ NOTEBOOK_RULES = (
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": ["get", "list", "watch"]},
+    # Kueue: the job's Workload (admitted, queued, preempted) and the namespace's LocalQueue.
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
 )
 
 
@@ -132,13 +134,14 @@ def resource_quota(ns: str, hard: dict[str, str], annotations: dict[str, str] | 
 
 
 def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_RESOURCE,
-                        objects: dict | None = None) -> dict:
+                        objects: dict | None = None, annotations: dict | None = None) -> dict:
     """The user's ResourceQuota: their effective limits, the object counts and scratch disk
-    (`objects`, OBJECT_QUOTA by default), and no Service that leaves the cluster."""
+    (`objects`, OBJECT_QUOTA by default), and no Service that leaves the cluster; `annotations`
+    ride along (with Kueue: the user's queue)."""
     objects = OBJECT_QUOTA if objects is None else objects
     hard = {**{key: str(value) for key, value in objects.items()},
             **resource_quota_hard(effective.limits, gpu_resource), **NO_EXPOSURE_HARD}
-    return resource_quota(ns, hard, quota_annotations(effective))
+    return resource_quota(ns, hard, {**quota_annotations(effective), **(annotations or {})})
 
 
 def local_queue(ns: str, name: str, cluster_queue: str) -> dict:

@@ -22,23 +22,26 @@ from typing import Any, AsyncIterator
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
-                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUOTA_NAME, SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
+                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUEUE_ANNOTATION, QUOTA_NAME,
+                         SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
-from ..capacity import LIVE_PODS_SELECTOR, pods_in_use
+from ..capacity import LIVE_PODS_SELECTOR, node_gpus, pods_in_use
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
 from ..jobkinds import JOB_KINDS, JobKind
 from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
                          outputs, runs_in_workspace)
-from ..quota.model import (Effective, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
-                           resource_quota_terms, running_jobs_cap)
+from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
+                           resource_quota_terms, running_jobs_cap, running_jobs_refusal)
+from ..quota.queues import KUEUE_API_VERSION, never_fits, read_queue_annotation
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
 from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
+from .kubernetes_queue import KueueView
 from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
@@ -109,6 +112,7 @@ class KubernetesBackend(JobBackend):
         """`api`: an API client to share (the caller closes it); else one of its own."""
         self._api = api
         self._owns_api = api is None
+        self._kueue_denied: set[tuple[str, str | None]] = set()  # Kueue lists this account may not read
         super().__init__(**kwargs)
 
     # ------------------------------------------------------------ connection
@@ -192,6 +196,40 @@ class KubernetesBackend(JobBackend):
         if cap is not None:
             checks.append((Limits(running_jobs=cap), {}))
         return checks
+
+    async def preflight(self, spec: JobSpec) -> None:
+        """Without Kueue: the quota check of every backend (JobBackend.preflight). With Kueue
+        (`queue_name`): refuse at once only a job that can never start (more than the user's
+        queue can ever admit, more than the ResourceQuota allows at all, more GPUs per worker
+        than any node has, or over the running-jobs cap); one that fits but not now is created
+        and waits in the queue."""
+        if not self.queue_name:
+            return await super().preflight(spec)
+        quotas = await self._resource_quotas() or []
+        request = JobUsage.of_spec(spec)
+        need = {field: getattr(request, field) for field in ("gpus", "cpu", "memory", "pods")}
+        queue = next((read_queue_annotation(_annotations(quota).get(QUEUE_ANNOTATION)) for quota in quotas
+                      if QUEUE_ANNOTATION in _annotations(quota)), None)
+        largest, cluster = await self._node_gpus() if spec.gpus_per_worker else (None, None)
+        for quota in quotas or [{}]:
+            hard = resource_quota_terms(quota, self.gpu_resource)[0] if quota else Limits()
+            message = never_fits(need, spec.gpus_per_worker, queue, hard, largest, cluster)
+            if message:
+                raise QuotaExceeded(message)
+        cap = running_jobs_cap(quotas)
+        if cap is not None:
+            message = running_jobs_refusal(cap, await self.running_usage())
+            if message:
+                raise QuotaExceeded(message)
+
+    async def _node_gpus(self) -> tuple[int | None, int | None]:
+        """The most GPUs on one node and on all together, if this account may read nodes (often
+        it may not: then (None, None))."""
+        try:
+            nodes = await self._call("list nodes", "get", api_path("v1", "nodes"))
+        except (Forbidden, BackendUnavailable):
+            return None, None
+        return node_gpus(nodes.get("items", []), self.gpu_resource)
 
     def unnamed_image(self) -> str:
         return self.image
@@ -366,13 +404,39 @@ class KubernetesBackend(JobBackend):
             raise JobNotFound(name)
         job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
         events = related_events(name, pods, await self._job_events(name, job, pods))
-        result = await self._settle(job, pods, events)
+        kueue = await self._kueue_view([job])
+        result = await self._settle(job, pods, events, kueue)
         if result.reason == "Unschedulable":
             free = await self._max_free_gpus()
             if free is not None:
                 result = job_from_objects(job, pods, events, kind=self.kind, max_free_gpus=free,
-                                          gpu_resource=self.gpu_resource)
+                                          gpu_resource=self.gpu_resource, kueue=kueue)
         return result
+
+    async def _kueue_view(self, jobs: list[dict]) -> KueueView | None:
+        """Kueue's objects for reading queued jobs, only with Kueue and a job suspended (queued):
+        every namespace's Workloads and LocalQueues where this account may list them (positions
+        are then exact), else its own namespace's; the ClusterQueues where it may read them."""
+        if not self.queue_name or not any(self.kind.is_suspended(job) for job in jobs):
+            return None
+
+        async def items(plural: str, namespaced_too: bool) -> tuple[list[dict], bool]:
+            for namespace in ((None, self.namespace) if namespaced_too else (None,)):
+                if (plural, namespace) in self._kueue_denied:
+                    continue
+                try:
+                    data = await self._call(f"list Kueue {plural}", "list",
+                                            api_path(KUEUE_API_VERSION, plural, namespace))
+                    return data.get("items", []), namespace is None
+                except Forbidden:  # this account may not: not asked again
+                    self._kueue_denied.add((plural, namespace))
+                except BackendUnavailable:  # no Kueue (404), or the API server is away: the status reads without it
+                    continue
+            return [], False
+
+        (workloads, complete), (local_queues, _), (cluster_queues, _) = await asyncio.gather(
+            items("workloads", True), items("localqueues", True), items("clusterqueues", False))
+        return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
 
     async def list(self) -> list[Job]:
         items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])
@@ -388,8 +452,9 @@ class KubernetesBackend(JobBackend):
         if any(not by_job.get(job["metadata"]["name"]) and not self.kind.has_finished(job) for job in items):
             for event in await self._failed_creations():  # one request, only when a job has no pods
                 refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
+        kueue = await self._kueue_view(items)
         result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
-                                     refusals.get(job["metadata"]["name"], [])) for job in items]
+                                     refusals.get(job["metadata"]["name"], []), kueue) for job in items]
         return sorted(result, key=lambda job: job.created or "", reverse=True)
 
     async def _failed_creations(self) -> list[dict]:
@@ -399,10 +464,10 @@ class KubernetesBackend(JobBackend):
             return []
         return data.get("items", [])
 
-    async def _settle(self, job: dict, pods: list[dict], events: list[dict]) -> Job:
+    async def _settle(self, job: dict, pods: list[dict], events: list[dict], kueue: KueueView | None = None) -> Job:
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
-        result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource)
+        result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
         if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
                 and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))

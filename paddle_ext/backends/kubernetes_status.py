@@ -21,6 +21,7 @@ from ..quota.model import parse_quota_rejection
 from ..restarts import PEER_LOST_EXIT_CODE, exit_cause
 from ..spec import FIELDS as SPEC_FIELDS
 from ..spec import check_field
+from .kubernetes_queue import KueueView, queue_state
 from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
                                   worker_progress)
 
@@ -370,11 +371,12 @@ def _quantity(text: str) -> Decimal | None:
 
 
 def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: JobKind = DEFAULT_KIND,
-                     backend: str = "kubernetes", max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE
-                     ) -> Job:
+                     backend: str = "kubernetes", max_free_gpus: int | None = None, gpu_resource: str = GPU_RESOURCE,
+                     kueue: KueueView | None = None) -> Job:
     """The job, read from its object (of `kind`), its pods and the events about them. What it
     runs and holds comes from the object and its pods, never from the user-writable spec
-    annotation (shown, validated, in `spec`)."""
+    annotation (shown, validated, in `spec`). A suspended job waits in a queue (Queued); with
+    `kueue` (Kueue's objects, kubernetes_queue) it says where it stands in line and why."""
     metadata = job["metadata"]
     annotations = metadata.get("annotations") or {}
     spec = trusted_spec(kind, job, pods, gpu_resource)
@@ -386,6 +388,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
     job_succeeded = succeeded is not None
     states = tuple(worker_state(i, workers.get(i), cancelled, job_succeeded) for i in range(viewed))
     finished = None
+    queue = None
     refused = creation_refused(events) if not pods else None
     if cancelled:
         phase, reason, message = Phase.CANCELLED, Reason.CANCELLED, "The job was cancelled."
@@ -402,7 +405,10 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         reason, message = failure(kind, job, workers, failed, events)
         finished = failed.get("lastTransitionTime")
     elif kind.is_suspended(job):
-        phase, reason, message = Phase.PENDING, Reason.QUEUED, "The job is queued, waiting for cluster capacity."
+        phase, reason, message = Phase.QUEUED, Reason.QUEUED, "The job is queued, waiting for cluster capacity."
+        placed = queue_state(job, kueue, gpu_resource) if kueue is not None else None
+        if placed is not None:
+            queue, message = placed
     elif refused:
         phase, reason = Phase.FAILED, Reason.WORKER_FAILED
         message = f"Kubernetes refused to create the workers: {refused.rstrip('.')}."
@@ -432,7 +438,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         name=metadata["name"], phase=phase, workers=count, spec=spec, reason=reason, message=message,
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
-        progress=progress, restarts=restarts, last_restart_reason=last_restart_reason,
+        progress=progress, restarts=restarts, last_restart_reason=last_restart_reason, queue=queue,
     )
 
 

@@ -49,16 +49,17 @@ from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
-from traitlets import Dict, Enum, Integer, Unicode, default
+from traitlets import Bool, Dict, Enum, Integer, Unicode, default
 from traitlets.config import Application
 
 from ..backends.registry import KUBERNETES, LOCAL
-from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP,
+from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, KUEUE_ENV, NAMESPACE_TEMPLATE_ENV, QUOTA_CONFIGMAP,
                          OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import PaddleCloudError
 from ..jobkinds import JOB_KINDS
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
 from ..quota.model import FIELDS, JobUsage, Limits, QuotaConfig, QuotaInputError, resolve
+from ..quota.queues import QueuePolicy
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
 from ..timestamps import now
 from .hub_directory import HubDirectory
@@ -118,6 +119,17 @@ class QuotaService(Application):
                           "proxy reaches the service through the hub's Service, use 0.0.0.0.").tag(config=True)
     prefix = Unicode(help="URL prefix. Default: $JUPYTERHUB_SERVICE_PREFIX, else /services/quota/.").tag(config=True)
     usage_concurrency = Integer(8, help="Users whose usage is read at once for the overview.").tag(config=True)
+    kueue_enabled = Bool(help="""Kubernetes store: Kueue runs next to the hub and the quota settings are also
+        written as its queues (paddle_ext.quota.queues): a ClusterQueue per team (group quota = the team's
+        guaranteed, nominal quota) and per personal quota, all in one cohort, and a LocalQueue 'default' in
+        each user namespace; the ResourceQuota stays as the backstop. Default: whether $PADDLECLOUD_KUEUE
+        (JSON, set by the hub from settings.kueue_enabled) is set.""").tag(config=True)
+    kueue_lending_limit = Dict(help="""With Kueue: how much of its nominal quota each queue lends to the others
+        in the cohort, per field ({"gpus": 4, "cpu": "16", "memory": "64Gi"}; a missing field: all of it).
+        Default: $PADDLECLOUD_KUEUE's lending_limit.""").tag(config=True)
+    kueue_borrowing_limit = Dict(help="""With Kueue: how much each queue may borrow beyond its nominal quota
+        from idle quota of the others, per field (a missing field: no limit, and no ResourceQuota bound on it).
+        Default: $PADDLECLOUD_KUEUE's borrowing_limit.""").tag(config=True)
 
     aliases = {"store": "QuotaService.store_kind", "url": "QuotaService.url", "ip": "QuotaService.ip",
                "quota-file": "QuotaService.quota_file", "namespace-template": "QuotaService.namespace_template",
@@ -148,6 +160,34 @@ class QuotaService(Application):
         if value is not None and not isinstance(value, dict):
             raise ValueError(f"${OBJECT_QUOTA_ENV} must be a JSON object of ResourceQuota resources")
         return value
+
+    def _kueue_env(self) -> dict | None:
+        text = _env_default(KUEUE_ENV, "")
+        try:
+            value = json.loads(text) if text else None
+        except ValueError as exc:
+            raise ValueError(f"${KUEUE_ENV} is not JSON: {exc}") from exc
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"${KUEUE_ENV} must be a JSON object (lending_limit, borrowing_limit)")
+        return value
+
+    @default("kueue_enabled")
+    def _default_kueue_enabled(self):
+        return self._kueue_env() is not None
+
+    @default("kueue_lending_limit")
+    def _default_kueue_lending_limit(self):
+        return (self._kueue_env() or {}).get("lending_limit") or {}
+
+    @default("kueue_borrowing_limit")
+    def _default_kueue_borrowing_limit(self):
+        return (self._kueue_env() or {}).get("borrowing_limit") or {}
+
+    def queue_policy(self) -> QueuePolicy | None:
+        """Kueue's lending and borrowing limits; None without Kueue."""
+        if not self.kueue_enabled:
+            return None
+        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
 
     @default("quota_file")
     def _default_quota_file(self):
@@ -190,7 +230,13 @@ class QuotaService(Application):
         else:
             api = KubeApi.connect(self.kubeconfig or None)
             self.store = KubernetesQuotaStore(api, self.hub_namespace, self.configmap_name, site_default=site_default)
-            self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource, self.object_quota)
+            self.sync = QuotaSync(api, self.store, self.namespace_template, self.gpu_resource, self.object_quota,
+                                  kueue=self.queue_policy())
+            if self.sync.kueue is not None:
+                try:  # the teams' queues exist before anyone spawns or an admin saves
+                    await self.sync.sync_teams()
+                except PaddleCloudError as exc:
+                    self.log.warning("Cannot write the teams' Kueue queues yet: %s", exc.message)
             self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource, self.job_kind)
 
     # ---- views
@@ -307,6 +353,10 @@ class QuotaService(Application):
         self.log.info("Quota of %s %s set to %s (version %d)", kind, name or "", patch, config.version)
         sync_errors = []
         if self.sync is not None:
+            try:  # with Kueue: a team's queue follows its quota, members or not (nothing without Kueue)
+                await self.sync.sync_teams(config)
+            except PaddleCloudError as exc:
+                sync_errors.append(f"queues: {exc.message}")
             if kind != "users":
                 members = [(u["name"], u.get("groups") or []) for u in await self.directory.users()]
                 if kind == "groups":

@@ -5,6 +5,13 @@ The spawner writes it before a user's notebook starts (once the namespace exists
 quota service writes it again after every change that affects the user. The
 running-jobs cap and where each limit comes from ride along as annotations; the
 notebook's KubernetesBackend reads them (`paddlecloud quota`, its preflight).
+
+With Kueue (`kueue`, a QueuePolicy: the hub's `kueue_enabled`), the same path writes the
+queues of module `paddle_ext.quota.queues`, from the same settings: the ResourceFlavor, the
+user's ClusterQueue, the LocalQueue `default` in the user's namespace, and the
+ResourceQuota as the backstop (never below what Kueue may admit), annotated with the
+user's queue for the notebook's preflight and status. Without Kueue nothing of Kueue is
+written or read.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ from typing import Iterable
 from ..constants import QUOTA_NAME, USER_NAMESPACE_TEMPLATE, GPU_RESOURCE, SERVICE_ACCOUNT_DIR
 from ..errors import BackendUnavailable
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable, api_path
-from ..quota.model import QuotaConfig, resolve
+from ..constants import QUEUE_ANNOTATION
+from ..quota import queues
+from ..quota.model import Effective, QuotaConfig, resolve
 from ..quota.store import KubernetesQuotaStore
-from ..tenancy import user_resource_quota
+from ..tenancy import local_queue, user_resource_quota
 from .settings import namespace_for
 
 log = logging.getLogger(__name__)
@@ -93,14 +102,74 @@ async def _write_resource_quota_once(api: KubeApi, namespace: str, path: str, qu
     return quota
 
 
+async def _kube(what: str, call):
+    """Run one API call; its failure as BackendUnavailable naming `what`."""
+    try:
+        return await call
+    except KubeApiError as exc:
+        raise BackendUnavailable(exc.describe(what)) from exc
+    except KubeUnreachable as exc:
+        raise BackendUnavailable(str(exc)) from exc
+
+
+async def apply_cluster_object(api: KubeApi, obj: dict) -> None:
+    """Create a cluster-scoped Kueue object, or merge-patch its labels, annotations and spec."""
+    plural = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"}[obj["kind"]]
+    name = obj["metadata"]["name"]
+    what = f"write the {obj['kind']} {name}"
+    try:
+        await api.create(api_path(queues.KUEUE_API_VERSION, plural), obj)
+    except KubeApiError as exc:
+        if exc.status != 409:
+            raise BackendUnavailable(exc.describe(what)) from exc
+        patch = {"metadata": {key: obj["metadata"][key] for key in ("labels", "annotations") if key in obj["metadata"]},
+                 "spec": obj.get("spec") or {}}
+        await _kube(what, api.patch(api_path(queues.KUEUE_API_VERSION, plural, name=name), patch))
+    except KubeUnreachable as exc:
+        raise BackendUnavailable(str(exc)) from exc
+
+
+async def write_local_queue(api: KubeApi, namespace: str, cluster_queue: str, missing_ok: bool = False) -> dict | None:
+    """The LocalQueue `default` in `namespace`, pointing at `cluster_queue`. Its clusterQueue is
+    immutable in Kueue, so one that points elsewhere (the user changed teams) is replaced;
+    jobs waiting in it keep their queue name and are queued again in the new one."""
+    path = api_path(queues.KUEUE_API_VERSION, "localqueues", namespace, queues.LOCAL_QUEUE)
+    wanted = local_queue(namespace, queues.LOCAL_QUEUE, cluster_queue)
+    what = f"write the LocalQueue {namespace}/{queues.LOCAL_QUEUE}"
+    try:
+        current = await api.get(path)
+    except KubeApiError as exc:
+        if exc.status != 404:
+            raise BackendUnavailable(exc.describe(what)) from exc
+        current = None
+    except KubeUnreachable as exc:
+        raise BackendUnavailable(str(exc)) from exc
+    if current is not None:
+        if (current.get("spec") or {}).get("clusterQueue") == cluster_queue:
+            return current
+        await _kube(what, api.delete(path))
+    try:
+        return await api.create(api_path(queues.KUEUE_API_VERSION, "localqueues", namespace), wanted)
+    except KubeApiError as exc:
+        if exc.status == 404 and missing_ok:
+            return None
+        if exc.status == 409:  # made meanwhile by another writer of the same settings
+            return wanted
+        raise BackendUnavailable(exc.describe(what)) from exc
+    except KubeUnreachable as exc:
+        raise BackendUnavailable(str(exc)) from exc
+
+
 class QuotaSync:
     """Writes users' ResourceQuotas from the settings in the ConfigMap store (whose
-    site default is the chart's settings.default_quota: see `site_default_quota`)."""
+    site default is the chart's settings.default_quota: see `site_default_quota`), and
+    with `kueue` (a QueuePolicy) their queues."""
 
     def __init__(self, api: KubeApi, store: KubernetesQuotaStore,
                  namespace_template: str = USER_NAMESPACE_TEMPLATE, gpu_resource: str = GPU_RESOURCE,
-                 objects: dict | None = None):
+                 objects: dict | None = None, kueue: queues.QueuePolicy | None = None):
         self.api = api
+        self.kueue = kueue
         self.objects = objects  # object counts and scratch disk (tenancy.OBJECT_QUOTA when None)
         self.store = store
         self.namespace_template = namespace_template
@@ -115,6 +184,33 @@ class QuotaSync:
         Services); returns it, or None when the namespace does not exist yet and `missing_ok`."""
         config = config if config is not None else await self.config()
         namespace = namespace or namespace_for(username, self.namespace_template)
-        quota = user_resource_quota(namespace, resolve(config, username, groups), self.gpu_resource,
-                                    self.objects)
+        effective = resolve(config, username, groups)
+        annotations = {}
+        if self.kueue is not None:
+            queue = queues.queue_for(config, username, groups)
+            # The LocalQueue first: without a namespace nothing is written (no queue for a user who
+            # never started a server); all of it is written at the user's next start.
+            if await write_local_queue(self.api, namespace, queue.name, missing_ok=missing_ok) is None:
+                return None
+            await self.sync_queue(queue)
+            effective = Effective(queues.backstop(effective.limits, queue, self.kueue), effective.sources)
+            annotations[QUEUE_ANNOTATION] = queues.queue_annotation(queue, self.kueue)
+        quota = user_resource_quota(namespace, effective, self.gpu_resource, self.objects, annotations)
         return await write_resource_quota(self.api, namespace, quota, missing_ok=missing_ok)
+
+    async def sync_queue(self, queue: queues.Queue) -> None:
+        """The flavor and one ClusterQueue (Kueue only)."""
+        await apply_cluster_object(self.api, queues.resource_flavor())
+        await apply_cluster_object(self.api, queues.cluster_queue(queue, self.kueue, self.gpu_resource))
+
+    async def sync_teams(self, config: QuotaConfig | None = None) -> list[str]:
+        """Every team's ClusterQueue, members or not (Kueue only; nothing without it).
+        Returns the queues written."""
+        if self.kueue is None:
+            return []
+        config = config if config is not None else await self.config()
+        written = []
+        for queue in queues.team_queues(config):
+            await self.sync_queue(queue)
+            written.append(queue.name)
+        return written

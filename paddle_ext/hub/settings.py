@@ -25,6 +25,7 @@ from ..policies import PodRules
 from ..quantity import check_quantity, parse_quantity
 from ..tenancy import EPHEMERAL_STORAGE_LIMIT, EPHEMERAL_STORAGE_REQUEST, LIMIT_RANGE_MAX, OBJECT_QUOTA
 from ..quota.model import JobUsage, Limits, QuotaInputError
+from ..quota.queues import LOCAL_QUEUE, QueuePolicy
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -100,6 +101,16 @@ class HubSettings:
     job_kind: str = DEFAULT_JOB_KIND  # a name in jobkinds.JOB_KINDS
     queue_name: str = ""
     cluster_queue: str = ""
+    # Kueue runs next to the chart and the quota settings become its queues
+    # (paddle_ext.quota.queues): a ClusterQueue per team (group quota) and per personal quota,
+    # in one cohort, and a LocalQueue "default" in each user namespace; every job is created
+    # suspended in it. queue_name/cluster_queue stay empty (the queues are made here).
+    kueue_enabled: bool = False
+    # How much of its guaranteed (nominal) quota a queue lends to the others in the cohort, and
+    # how much it may borrow beyond it, per field (gpus, cpu, memory; {} or a missing field: no
+    # limit), the same for every queue. A borrowing limit keeps a numeric ResourceQuota backstop.
+    kueue_lending_limit: dict = dataclasses.field(default_factory=dict)
+    kueue_borrowing_limit: dict = dataclasses.field(default_factory=dict)
     job_options: dict = dataclasses.field(default_factory=dict)
     # The notebook's rules (tenancy.NOTEBOOK_RULES) as a ClusterRole the site installed (the Helm
     # chart does): bound in each user namespace by a RoleBinding, so the hub needs only `bind` on
@@ -172,9 +183,26 @@ class HubSettings:
         for name in self.allowed_priority_classes:
             if not _DNS_SUBDOMAIN.match(name):
                 raise ValueError(f"allowed_priority_classes: '{name}' is not a PriorityClass name")
+        try:
+            QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
+        except (ValueError, QuotaInputError) as exc:
+            raise ValueError(f"kueue limits: {getattr(exc, 'message', exc)}") from exc
+        if self.kueue_enabled and (self.queue_name not in ("", LOCAL_QUEUE) or self.cluster_queue):
+            raise ValueError("kueue_enabled makes each user's queue from the quota settings: leave queue_name "
+                             f"and cluster_queue empty (jobs go to the LocalQueue '{LOCAL_QUEUE}')")
         if self.user_network_policy and not self.user_network_policy.get("hub_pod_labels"):
             raise ValueError("user_network_policy needs hub_pod_labels (and proxy_pod_labels): "
                              "the pods that may reach notebooks")
+
+    def queue_policy(self) -> QueuePolicy | None:
+        """The Kueue queues' lending and borrowing limits; None without Kueue."""
+        if not self.kueue_enabled:
+            return None
+        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
+
+    def job_queue_name(self) -> str:
+        """The LocalQueue jobs are submitted to ("" = no Kueue)."""
+        return LOCAL_QUEUE if self.kueue_enabled else self.queue_name
 
     def site_default_quota(self) -> Limits:
         """default_quota as the quota model's limits (validated like a quota PUT)."""
@@ -183,11 +211,11 @@ class HubSettings:
 
 HOME_MOUNT = "/home/jovyan"
 HOME_CLAIM_TEMPLATE = "home-{username}"
-_BOOL_FIELDS = ("jobs_share_home", "allow_all")
+_BOOL_FIELDS = ("jobs_share_home", "allow_all", "kueue_enabled")
 _NAME_LIST_FIELDS = ("allowed_users", "allowed_groups", "admin_groups", "allowed_priority_classes")  # comma-separated in the environment
 _TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "allowed_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
 _JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy",
-                                "limit_range_max", "object_quota")
+                                "limit_range_max", "object_quota", "kueue_lending_limit", "kueue_borrowing_limit")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
 _OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
 
@@ -353,8 +381,8 @@ def notebook_backend_config(settings: HubSettings) -> dict:
     """Traitlets config for the notebook's job backend ({Class: {trait: value}}): how its jobs
     are made on this site (kind, Kueue queue, GPUs) and the bounds of the launcher's form."""
     kubernetes = {"job_kind": settings.job_kind, "gpu_resource": settings.gpu_resource}
-    if settings.queue_name:
-        kubernetes["queue_name"] = settings.queue_name
+    if settings.job_queue_name():
+        kubernetes["queue_name"] = settings.job_queue_name()
     if settings.gpu_node_selector:
         kubernetes["gpu_node_selector"] = dict(settings.gpu_node_selector)
     if settings.gpu_tolerations:

@@ -287,7 +287,8 @@ class PaddleCloudSpawner(KubeSpawner):
         settings = self.paddlecloud_settings
         api = hub_kube_api()
         store = KubernetesQuotaStore(api, settings.hub_namespace, site_default=settings.site_default_quota())
-        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource, settings.object_quota)
+        sync = QuotaSync(api, store, settings.user_namespace_template, settings.gpu_resource, settings.object_quota,
+                         kueue=settings.queue_policy())
         written = await sync.sync_user(self.user.name, [group.name for group in self.user.groups],
                                        namespace=self.namespace)
         hard = (written or {}).get("spec", {}).get("hard") or {}

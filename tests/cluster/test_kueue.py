@@ -1,12 +1,18 @@
 """Kueue in the test cluster, for real: its controller manager as a process (tools/k8s/kueue.py)
 against the control plane, with its CRDs and its webhooks reached by URL, admitting Indexed
-Jobs whose pods run on the KWOK GPU nodes.
+Jobs whose pods run on the KWOK GPU nodes (2 nodes of 8 GPUs).
 
-Each test gets a user namespace (label paddlecloud.io/user, where Kueue's webhooks and job
+The first tests get a user namespace (label paddlecloud.io/user, where Kueue's webhooks and job
 management apply), a ResourceFlavor, a ClusterQueue of 8 GPUs for that namespace and a
-LocalQueue pointing at it (all kueue.x-k8s.io/v1beta2).
+LocalQueue pointing at it (all kueue.x-k8s.io/v1beta2). The queueing tests (`teams`) use the
+queues the hub writes from the quota settings (paddle_ext.quota.queues: a ClusterQueue per
+team, a LocalQueue `default` per user namespace), in a cohort of the test's own.
+
+GPUs are held by a "holder" job whose pods KWOK keeps running for an hour: deleting it is the
+gate that frees them, so nothing waits on a timer.
 """
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -15,10 +21,18 @@ import uuid
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import on_kwok_nodes, wait_for
+from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
 
 from paddle_ext import tenancy
-from paddle_ext.constants import KUEUE_QUEUE_LABEL, USER_LABEL
+from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
+from paddle_ext.hub.quota_sync import QuotaSync
+from paddle_ext.jobs import Phase
+from paddle_ext.kubeapi import KubeApi
+from paddle_ext.quota import queues
+from paddle_ext.quota.model import Entry, Limits, QuotaConfig, parse_patch
+from paddle_ext.quota.store import KubernetesQuotaStore
+from paddle_ext.spec import JobSpec
 from tools.k8s import kueue
 from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION
 from tools.k8s.procutil import pid_alive, read_json
@@ -213,3 +227,355 @@ def test_etc_kueue_is_removed_with_the_last_cluster_that_made_it(tmp_path, monke
         (etc / "metrics" / "certs" / name).write_text("theirs")
     assert kueue.claim_metrics_certs("/c", os.getpid()) is False
     assert kueue.release_metrics_certs("/c") is True and (etc / "metrics" / "certs" / "tls.crt").read_text() == "theirs"
+
+
+# ------------------------------------------------------------------ queues from the quota model
+
+
+class Teams:
+    """Team ClusterQueues as the hub writes them (paddle_ext.quota.queues), in a cohort of this
+    test's own, each with a user namespace whose LocalQueue `default` points at it."""
+
+    def __init__(self, custom, make_namespace):
+        self.custom, self.make_namespace = custom, make_namespace
+        self.tag = uuid.uuid4().hex[:6]
+        self.made: list[tuple[str, str]] = []
+        try:
+            custom.create_cluster_custom_object(GROUP, VERSION, "resourceflavors", queues.resource_flavor())
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:  # made by an earlier test: shared, like the hub's
+                raise
+
+    def make(self, group: str, gpus: int, borrowing: int | None = None) -> tuple[str, dict]:
+        """A team `group` with `gpus` guaranteed GPUs; returns (a member's namespace, its ClusterQueue)."""
+        name = f"{group}-{self.tag}"
+        config = QuotaConfig(groups={name: Entry(Limits(gpus=gpus, cpu="64", memory="256Gi"))})
+        policy = queues.QueuePolicy(borrowing=Limits(gpus=borrowing) if borrowing is not None else Limits())
+        cq = queues.cluster_queue(queues.team_queue(config, name), policy)
+        cq["spec"]["cohortName"] = f"cohort-{self.tag}"
+        self.custom.create_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq)
+        self.made.append(("clusterqueues", cq["metadata"]["name"]))
+        ns = self.make_namespace("kq", labels={USER_LABEL: f"user-{name}"})
+        lq = tenancy.local_queue(ns, queues.LOCAL_QUEUE, cq["metadata"]["name"])
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, "localqueues", lq)
+        wait_for(lambda: condition(self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues",
+                                                                         cq["metadata"]["name"]), "Active"),
+                 what="the team's ClusterQueue to become active")
+        wait_for(lambda: condition(self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                                            queues.LOCAL_QUEUE), "Active"),
+                 what="the LocalQueue default to become active")
+        return ns, cq
+
+    def priority_class(self, value: int) -> str:
+        name = f"p{value}-{self.tag}"
+        self.custom.create_cluster_custom_object(GROUP, VERSION, "workloadpriorityclasses", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
+            "value": value})
+        self.made.append(("workloadpriorityclasses", name))
+        return name
+
+    def cleanup(self):
+        for plural, name in self.made:
+            try:
+                self.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+            except kubernetes.client.ApiException:
+                pass
+
+
+@pytest.fixture
+def teams(kueue_cluster, custom, make_namespace):
+    made = Teams(custom, make_namespace)
+    yield made
+    made.cleanup()
+
+
+def queued_job(name, workers, gpus, complete_after="2s", priority_class=None):
+    """A job for the LocalQueue `default`, as the backend makes them (suspended, labelled)."""
+    obj = job(name, workers, gpus, queue=queues.LOCAL_QUEUE, complete_after=complete_after)
+    obj["metadata"]["labels"].update(MANAGED_BY)  # listed by the backend, as its own jobs are
+    if priority_class:
+        obj["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = priority_class
+    return obj
+
+
+def hold(batch_v1, core_v1, ns, gpus, name="holder", priority_class=None):
+    """The gate: a job holding `gpus` GPUs until the test deletes it (with a priority above the
+    queued jobs', so none of them preempts it: withinClusterQueue is LowerPriority)."""
+    batch_v1.create_namespaced_job(ns, queued_job(name, 1, gpus, complete_after="1h", priority_class=priority_class))
+    wait_for(lambda: [p for p in pods_of(core_v1, ns, name) if p.status.phase == "Running"],
+             timeout=60, what=f"the holder's pod running with {gpus} GPUs")
+
+
+def release(batch_v1, ns, name="holder"):
+    batch_v1.delete_namespaced_job(name, ns, propagation_policy="Background")
+
+
+def kueue_backend(cluster, ns) -> KubernetesBackend:
+    """The notebook's backend with Kueue, reading as an admin (every namespace's Workloads)."""
+    return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns, queue_name=queues.LOCAL_QUEUE,
+                             images=[{"name": "paddle:3.3.1-cpu"}], gpu_tolerations=[GPU_TOLERATION],
+                             gpu_node_selector={"type": "kwok"}, pod_annotations={COMPLETE_AFTER_ANNOTATION: "2s"})
+
+
+def waiting_message(custom, ns, job_name):
+    wl = workload_of(custom, ns, job_name) or {}
+    return [c["message"] for c in (wl.get("status") or {}).get("conditions") or ()
+            if c["type"] == "QuotaReserved" and c["status"] == "False" and "insufficient" in c.get("message", "")]
+
+
+def test_all_or_nothing_a_16_gpu_job_waits_with_no_pods_while_4_are_taken_and_starts_whole(
+        teams, custom, batch_v1, core_v1):
+    ns, _ = teams.make("vision", gpus=16)
+    hold(batch_v1, core_v1, ns, 4)
+    batch_v1.create_namespaced_job(ns, queued_job("gang", workers=2, gpus=8))
+    message = wait_for(lambda: waiting_message(custom, ns, "gang"), what="Kueue to find the 16-GPU job does not fit")
+    assert "4 more needed" in message[0], message
+    assert batch_v1.read_namespaced_job("gang", ns).spec.suspend is True
+    assert pods_of(core_v1, ns, "gang") == []  # no worker holds a GPU while it waits
+
+    release(batch_v1, ns)
+    wait_for(lambda: condition(workload_of(custom, ns, "gang") or {}, "Admitted"), timeout=60,
+             what="the 16-GPU job admitted once the 4 GPUs are free")
+    wait_for(lambda: job_done(batch_v1, ns, "gang"), timeout=90, what="the 16-GPU job to complete")
+    pods = pods_of(core_v1, ns, "gang")
+    assert len(pods) == 2 and {p.spec.node_name for p in pods} == {"kwok-gpu-0", "kwok-gpu-1"}, \
+        [(p.metadata.name, p.spec.node_name) for p in pods]
+
+
+def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them(
+        teams, custom, batch_v1, core_v1, kueue_cluster):
+    a_ns, a_cq = teams.make("a", gpus=8)
+    b_ns, b_cq = teams.make("b", gpus=8)
+    batch_v1.create_namespaced_job(a_ns, queued_job("wide", workers=3, gpus=4, complete_after="1h"))  # 12 > 8
+    wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
+             what="team a's 12-GPU job admitted by borrowing 4 of team b's idle GPUs")
+
+    def borrowed():
+        status = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", a_cq["metadata"]["name"])
+        usage = (status.get("status") or {}).get("flavorsUsage") or []
+        return [r.get("borrowed") for f in usage for r in f.get("resources", ()) if r["name"] == GPU]
+
+    assert wait_for(lambda: borrowed() == ["4"] and borrowed(), what="team a's queue to show 4 borrowed GPUs",
+                    message=borrowed)
+
+    # b's own 8 GPUs, held until the namespace goes (so team a's job stays queued while it is read)
+    batch_v1.create_namespaced_job(b_ns, queued_job("mine", workers=2, gpus=4, complete_after="1h"))
+    preempted = wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Preempted")
+                         and workload_of(custom, a_ns, "wide"), timeout=30,
+                         what="team a's job preempted to give team b its GPUs back")
+    reason = next(c["reason"] for c in preempted["status"]["conditions"] if c["type"] == "Preempted")
+    assert reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing"), preempted["status"]["conditions"]
+    wait_for(lambda: condition(workload_of(custom, b_ns, "mine") or {}, "Admitted"), timeout=60,
+             what="team b's job admitted on its reclaimed GPUs")
+    wait_for(lambda: batch_v1.read_namespaced_job("wide", a_ns).spec.suspend is True,
+             what="team a's job suspended again (requeued)")
+    wait_for(lambda: not condition(workload_of(custom, a_ns, "wide") or {}, "QuotaReserved"),
+             what="team a's Workload back in the queue")
+
+    async def read():
+        jobs = kueue_backend(kueue_cluster, a_ns)
+        try:
+            return await jobs.get("wide")
+        finally:
+            await jobs.close()
+
+    job_a = asyncio.run(read())
+    assert job_a.phase == Phase.QUEUED, job_a
+    team_b = f"team b-{teams.tag}"
+    assert job_a.message.startswith(f"Preempted: {team_b} reclaimed its GPUs; requeued."), job_a.message
+
+
+def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, batch_v1, core_v1, kueue_cluster):
+    ns, _ = teams.make("order", gpus=8)
+    hold(batch_v1, core_v1, ns, 8, priority_class=teams.priority_class(100))
+    priorities = [3, 7, 1, 9, 0, 5, 8, 2, 6, 4]  # not the order they are made in
+    names = [f"j{i}" for i in range(10)]
+    for name, value in zip(names, priorities):
+        batch_v1.create_namespaced_job(ns, queued_job(name, workers=1, gpus=8,
+                                                      priority_class=teams.priority_class(value)))
+    wait_for(lambda: all(workload_of(custom, ns, name) for name in names), what="the 10 Workloads")
+
+    async def positions():
+        jobs = kueue_backend(kueue_cluster, ns)
+        try:
+            return {job.name: job.queue.position for job in await jobs.list() if job.name in names and job.queue}
+        finally:
+            await jobs.close()
+
+    said = asyncio.run(positions())
+    assert sorted(said.values()) == list(range(1, 11)), (said, [
+        (w["metadata"]["name"], w["spec"].get("priority"), [(c["type"], c["status"]) for c in
+                                                           (w.get("status") or {}).get("conditions") or ()])
+        for w in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]])
+    expected = sorted(names, key=lambda n: said[n])
+    assert expected == [n for _, n in sorted(zip(priorities, names), reverse=True)]  # priority first
+
+    started: list[str] = []
+
+    def all_started():
+        for name in names:
+            if name not in started and condition(workload_of(custom, ns, name) or {}, "Admitted"):
+                started.append(name)
+        return len(started) == len(names)
+
+    release(batch_v1, ns)
+    wait_for(all_started, timeout=240, interval=0.1, what="the 10 jobs to start one by one", message=lambda: started)
+    assert started == expected  # 10 of 10
+
+
+def test_an_unlabeled_job_from_the_notebook_is_queued_in_the_users_default_queue(teams, custom, batch_v1, core_v1):
+    ns, _ = teams.make("plainjob", gpus=8)
+    hold(batch_v1, core_v1, ns, 8)
+    made = batch_v1.create_namespaced_job(ns, job("sneaky", workers=1, gpus=4, queue=None, suspend=False))
+    # Kueue's LocalQueueDefaulting (a LocalQueue named "default") labels it, its webhook suspends it.
+    assert made.metadata.labels[KUEUE_QUEUE_LABEL] == queues.LOCAL_QUEUE and made.spec.suspend is True
+    wait_for(lambda: waiting_message(custom, ns, "sneaky"), what="the unlabeled job waiting in the queue")
+    assert pods_of(core_v1, ns, "sneaky") == []
+    release(batch_v1, ns)
+    wait_for(lambda: job_done(batch_v1, ns, "sneaky"), timeout=90, what="the unlabeled job admitted and completed")
+
+
+def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, custom, batch_v1, core_v1,
+                                                                      kueue_cluster):
+    ns, _ = teams.make("status", gpus=8)
+    hold(batch_v1, core_v1, ns, 8)
+
+    async def submit_and_read():
+        jobs = kueue_backend(kueue_cluster, ns)
+        try:
+            for name in ("first", "second", "third"):
+                await jobs.submit(JobSpec(name=name, command=["python", "train.py"], workers=2, gpus_per_worker=2))
+            await asyncio.to_thread(wait_for, lambda: all(waiting_message(custom, ns, n)
+                                                          for n in ("first", "second", "third")),
+                                    what="Kueue to have tried the three jobs")
+            return await jobs.get("third")
+        finally:
+            await jobs.close()
+
+    third = asyncio.run(submit_and_read())
+    assert third.phase == Phase.QUEUED and third.reason == "Queued", third
+    assert (third.queue.position, third.queue.ahead) == (3, 2), third.queue
+    team = f"team status-{teams.tag}'s queue"
+    assert third.queue.queue == team
+    assert third.queue.waiting_for == f"needs 4 more GPUs in {team}; 2 jobs ahead of yours", third.queue
+    assert pods_of(core_v1, ns, "third") == []
+
+
+async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits_all_kueue_admits(
+        kueue_cluster, custom, core_v1, batch_v1, make_namespace):
+    """The hub's own path (quota store + QuotaSync, as a PUT on the quota page runs it): the
+    team's ClusterQueue follows its quota, and a job Kueue admits at the most it may (guarantee +
+    borrowing limit, borrowed from an idle team) has every pod admitted by the ResourceQuota."""
+    tag = uuid.uuid4().hex[:6]
+    vision, audio, user = f"vision-{tag}", f"audio-{tag}", f"u-{tag}"
+    hub_ns, ns = make_namespace("hub"), make_namespace("kq", labels={USER_LABEL: user})
+    core_v1.create_namespaced_limit_range(ns, tenancy.limit_range(ns))  # as the spawner makes it
+    api = KubeApi.connect(kueue_cluster.kubeconfig)
+    store = KubernetesQuotaStore(api, hub_ns)
+    sync = QuotaSync(api, store, kueue=queues.QueuePolicy(borrowing=Limits(gpus=4)))
+    names = [queues.dns_name(queues.TEAM_PREFIX, group) for group in (vision, audio)]
+
+    def gpu_quota(cq_name):
+        cq = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq_name)
+        return next(r for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)
+
+    try:
+        await store.update("groups", vision, parse_patch({"gpus": 4, "cpu": "32", "memory": "128Gi"}))
+        config = await store.update("groups", audio, parse_patch({"gpus": 8, "cpu": "32", "memory": "128Gi"}))
+        assert sorted(await sync.sync_teams(config)) == sorted(names)
+        await sync.sync_user(user, [vision], namespace=ns, config=config)
+        assert gpu_quota(names[0]) == {"name": GPU, "nominalQuota": "4", "borrowingLimit": "4"}
+        assert core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns).spec.hard[f"requests.{GPU}"] == "8"
+
+        config = await store.update("groups", vision, parse_patch({"gpus": 8}))  # the quota page's PUT
+        await sync.sync_teams(config)
+        await sync.sync_user(user, [vision], namespace=ns, config=config)
+        assert gpu_quota(names[0])["nominalQuota"] == "8"
+        assert core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns).spec.hard[f"requests.{GPU}"] == "12"
+        wait_for(lambda: condition(custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                                       queues.LOCAL_QUEUE), "Active"),
+                 what="the user's LocalQueue default active")
+
+        # 12 GPUs: vision's 8 + 4 borrowed from audio's idle 8; every pod gets past the ResourceQuota.
+        batch_v1.create_namespaced_job(ns, queued_job("most", workers=3, gpus=4, complete_after="1h"))
+        wait_for(lambda: condition(workload_of(custom, ns, "most") or {}, "Admitted"), timeout=60,
+                 what="Kueue to admit 12 GPUs (8 guaranteed + 4 borrowed)",
+                 message=lambda: (workload_of(custom, ns, "most") or {}).get("status"))
+        wait_for(lambda: len([p for p in pods_of(core_v1, ns, "most") if p.status.phase == "Running"]) == 3,
+                 timeout=60, what="all 3 workers running: none refused by the ResourceQuota",
+                 message=lambda: [e.message for e in core_v1.list_namespaced_event(ns).items])
+    finally:
+        await api.close()
+        for name in names:
+            try:
+                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+            except kubernetes.client.ApiException:
+                pass
+
+
+async def test_quota_page_edits_write_the_queues_through_the_quota_service(kueue_cluster, custom, core_v1, tmp_path,
+                                                                          monkeypatch):
+    """The quota service with Kueue (the hub's settings.kueue_enabled), its PUTs as the page sends
+    them, the real local hub saying who is in which group: a team's quota is its ClusterQueue,
+    its members' LocalQueue `default` points there, a personal override moves the user to a queue
+    of their own, and each ResourceQuota is the queue's guarantee + borrowing limit."""
+    from hubutil import LocalHub
+    from paddle_ext.hub.quota_service import QuotaService
+
+    tag = uuid.uuid4().hex[:6]
+    ann, ben, team = f"ann-{tag}", f"ben-{tag}", f"ml-{tag}"
+    prefix = f"pcq-{tag}-"
+    hub_ns = prefix + "hub"
+    for name, user in ((hub_ns, None), (prefix + ann, ann), (prefix + ben, ben)):
+        core_v1.create_namespace({"metadata": {"name": name, "labels": {USER_LABEL: user} if user else {}}})
+    written = [queues.dns_name(queues.TEAM_PREFIX, team), queues.dns_name(queues.USER_PREFIX, ann),
+               queues.dns_name(queues.USER_PREFIX, ben)]
+
+    def local_queue(user):
+        return custom.get_namespaced_custom_object(GROUP, VERSION, prefix + user, "localqueues",
+                                                   queues.LOCAL_QUEUE)["spec"]["clusterQueue"]
+
+    def gpu_hard(user):
+        return core_v1.read_namespaced_resource_quota("paddlecloud-quota", prefix + user).spec.hard[f"requests.{GPU}"]
+
+    hub = LocalHub(tmp_path / "paddlecloud")
+    try:
+        hub.start()
+        token = hub.new_token(hub.login("admin"), "admin")
+        for user in (ann, ben):
+            assert hub.hub_api("POST", f"/users/{user}", token).status_code == 201
+        assert hub.hub_api("POST", f"/groups/{team}", token).status_code == 201
+        assert hub.hub_api("POST", f"/groups/{team}/users", token, json={"users": [ann]}).status_code == 200
+        monkeypatch.setenv("JUPYTERHUB_API_URL", f"{hub.url}/hub/api")
+        monkeypatch.setenv("JUPYTERHUB_API_TOKEN", token)
+        monkeypatch.setenv("PADDLECLOUD_KUEUE", '{"borrowing_limit": {"gpus": 2}}')  # as the hub passes it
+        service = QuotaService(store_kind="kubernetes", kubeconfig=kueue_cluster.kubeconfig, hub_namespace=hub_ns,
+                               namespace_template=prefix + "{username}")
+        await service.setup()
+        try:
+            view = await service.update("groups", team, parse_patch({"gpus": 4}))
+            assert "sync_errors" not in view, view
+            cq = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", written[0])
+            gpu = next(r for r in cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] if r["name"] == GPU)
+            assert gpu == {"name": GPU, "nominalQuota": "4", "borrowingLimit": "2"}
+            assert local_queue(ann) == written[0] and gpu_hard(ann) == "6"
+
+            await service.update("default", None, parse_patch({"gpus": 1}))
+            assert local_queue(ben) == written[2] and gpu_hard(ben) == "3"  # a queue of the default's 1 GPU
+
+            await service.update("users", ann, parse_patch({"gpus": 2}))  # a personal override
+            assert local_queue(ann) == written[1] and gpu_hard(ann) == "4"
+        finally:
+            await service.store.api.close()
+    finally:
+        hub.stop()
+        for name in (hub_ns, prefix + ann, prefix + ben):
+            try:
+                core_v1.delete_namespace(name)
+            except kubernetes.client.ApiException:
+                pass
+        for name in written:
+            try:
+                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+            except kubernetes.client.ApiException:
+                pass

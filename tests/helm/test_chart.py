@@ -108,8 +108,14 @@ def test_every_values_file_renders_and_each_object_is_what_the_hub_expects(name)
             hub["spec"]["template"]["metadata"]["labels"]
     public = find(docs, "Service", "proxy-public")
     hub_rules = find(docs, "ClusterRole", "pc-hub")["rules"]
-    queues = [r for r in hub_rules if r["apiGroups"] == ["kueue.x-k8s.io"]]
-    assert bool(queues) == (name == "kueue")
+    queue_writes = [r for r in hub_rules if r["apiGroups"] == ["kueue.x-k8s.io"] and set(r["verbs"]) - {
+        "get", "list", "watch"}]
+    assert bool(queue_writes) == (name == "kueue")
+    # The notebook reads its Workloads and LocalQueue; the hub holds what it grants.
+    assert {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"],
+            "verbs": ["get", "list", "watch"]} in hub_rules
+    if name == "kueue":
+        assert settings["kueue_enabled"] is True and settings["kueue_borrowing_limit"] == {"gpus": 8}
     if name == "full":
         assert public["spec"]["type"] == "NodePort" and public["spec"]["ports"][0]["nodePort"] == 30080
         assert find(docs, "PodDisruptionBudget", "proxy")["spec"]["minAvailable"] == 1

@@ -32,10 +32,12 @@ PURE = {
     "paddle_ext.lazy", "paddle_ext.constants", "paddle_ext.grammars", "paddle_ext.quantity", "paddle_ext.timestamps", "paddle_ext.errors",
     "paddle_ext.spec", "paddle_ext.options", "paddle_ext.jobs", "paddle_ext.launch", "paddle_ext.manifests",
     "paddle_ext.jobkinds", "paddle_ext.restarts",
-    "paddle_ext.tenancy", "paddle_ext.policies", "paddle_ext.quota.model", "paddle_ext.backends.kubernetes_status",
+    "paddle_ext.tenancy", "paddle_ext.policies", "paddle_ext.quota.model", "paddle_ext.quota.queues",
+    "paddle_ext.backends.kubernetes_status",
     "paddle_ext.backends.kubernetes_progress", "paddle_ext.progress", "paddle_ext.metrics",
     "paddle_ext.loglines", "paddle_ext.reporting", "paddle_ext.capacity", "paddle_ext.hub.settings",
     "paddle_ext.hub.overview", "paddle_ext.backends.registry", "paddle_ext.backends.local_queue",
+    "paddle_ext.backends.kubernetes_queue",
 }
 # hub.settings is pure but for yaml (values files) and kubespawner's name escaping.
 PURE_THIRD_PARTY = {"paddle_ext.hub.settings": {"yaml", "kubespawner"}}

@@ -238,3 +238,17 @@ def test_jobs_selector_names_a_few_jobs_and_falls_back_to_all_of_ours():
     assert jobs_selector(["a"]) == label_selector("a")
     many = [f"j{i}" for i in range(MAX_NAMES_IN_SELECTOR + 1)]
     assert jobs_selector(many) == label_selector()
+
+
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_with_a_queue_every_kind_is_created_suspended_with_the_queue_label(kind):
+    from paddle_ext.jobkinds import JOB_KINDS
+
+    queued = job_objects(big_spec(), settings(kind=kind, queue_name="default", datasets=DATASETS))[-1]
+    assert JOB_KINDS[kind].is_suspended(queued)
+    assert queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    # Kueue copies the job's maximum runtime into its Workload (the queue's start estimates read it)
+    assert queued["metadata"]["labels"]["kueue.x-k8s.io/max-exec-time-seconds"] == "3600"
+    plain = job_objects(big_spec(), settings(kind=kind, datasets=DATASETS))[-1]
+    assert not JOB_KINDS[kind].is_suspended(plain) and not [
+        key for key in plain["metadata"]["labels"] if key.startswith("kueue.x-k8s.io/")]

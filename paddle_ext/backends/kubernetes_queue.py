@@ -1,0 +1,317 @@
+"""Where a Kueue-queued job stands in line, from Kueue's objects (pure; dicts in, words out).
+
+Inputs are kueue.x-k8s.io/v1beta2 objects as the API returns them: the Workloads Kueue makes
+for jobs, the LocalQueues (which ClusterQueue a namespace's queue feeds) and, when readable,
+the ClusterQueues (their titles). `KueueView` carries them to `kubernetes_status`.
+
+- **Position**: the pending Workloads of the job's ClusterQueue, in the order Kueue's
+  BestEffortFIFO queue pops them (pkg/workload Ordering.GetQueueOrderTimestamp, v0.17): higher
+  `spec.priority` first, then the queue-order time (the creation time, or the time of an
+  eviction for not starting in time, waitForPodsReady, or by an admission check), then the
+  name. Best effort: a job behind one that does not fit may start first; the position is the
+  order Kueue tries them in. It is exact only when every pending Workload of the queue can be
+  read (the backend passes what its account may list); otherwise None.
+- **Waiting for**: Kueue's own count in the Workload's QuotaReserved=False message ("insufficient
+  unused quota for nvidia.com/gpu in flavor paddlecloud, 4 more needed"), in plain words.
+- **Estimated start**: the time by which enough admitted jobs of the same queue reach their
+  maximum runtime (Kueue's maximumExecutionTimeSeconds, set from the job's --max-runtime) to
+  free what this job and the jobs ahead of it need. An upper bound: jobs often end sooner,
+  and borrowed capacity is not counted. None when a job that would have to end has no runtime
+  limit, or the numbers are not known.
+- **Interruptions**: a Workload evicted by preemption or by waitForPodsReady says so, in words,
+  as the job's message ("preempted: team audio reclaimed its GPUs; requeued").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from decimal import Decimal
+from typing import Iterable, Mapping
+
+from ..constants import GPU_RESOURCE, QUEUE_TITLE_ANNOTATION
+from ..jobs import QueueState
+from ..quantity import format_quantity, parse_quantity
+from ..timestamps import parse_time
+
+TEAM_PREFIX = "paddlecloud-team-"
+USER_PREFIX = "paddlecloud-user-"
+_SHORTFALL = re.compile(r"insufficient unused quota for (\S+) in flavor \S+, (\S+) more needed")
+_PREEMPTOR = re.compile(r"preemptor path: ([^;]+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class KueueView:
+    """What the backend could read of Kueue: Workloads (its namespace's, or all), LocalQueues,
+    ClusterQueues (may be empty: notebooks cannot read them), and the time of reading.
+    `complete`: the Workloads are every namespace's (positions are exact)."""
+
+    workloads: tuple[dict, ...] = ()
+    local_queues: tuple[dict, ...] = ()
+    cluster_queues: tuple[dict, ...] = ()
+    now: datetime.datetime | None = None
+    complete: bool = False
+
+
+# ------------------------------------------------------------------ reading a Workload
+
+def conditions(obj: dict) -> dict[str, dict]:
+    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, dict)}
+
+
+def holds(obj: dict, kind: str) -> bool:
+    return (conditions(obj).get(kind) or {}).get("status") == "True"
+
+
+def admitted(workload: dict) -> bool:
+    """Quota reserved (and admitted): the job may run; no longer waiting."""
+    return holds(workload, "QuotaReserved") or holds(workload, "Admitted")
+
+
+def pending(workload: dict) -> bool:
+    """Waiting for admission: not admitted, not finished, not deactivated."""
+    return not admitted(workload) and not holds(workload, "Finished") and \
+        (workload.get("spec") or {}).get("active") is not False
+
+
+def owner_workload(job: dict, workloads: Iterable[dict]) -> dict | None:
+    """The Workload Kueue made for `job` (owner reference by uid, or kind and name)."""
+    metadata = job.get("metadata") or {}
+    uid, name, kind = metadata.get("uid"), metadata.get("name"), job.get("kind")
+    for workload in workloads:
+        if (workload.get("metadata") or {}).get("namespace") not in (None, metadata.get("namespace")):
+            continue
+        for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
+            if (uid and ref.get("uid") == uid) or (not uid and ref.get("kind") == kind and ref.get("name") == name):
+                return workload
+    return None
+
+
+def local_queue_map(local_queues: Iterable[dict]) -> dict[tuple[str, str], str]:
+    """(namespace, LocalQueue name) -> its ClusterQueue."""
+    return {((lq.get("metadata") or {}).get("namespace", ""), (lq.get("metadata") or {}).get("name", "")):
+            (lq.get("spec") or {}).get("clusterQueue", "") for lq in local_queues}
+
+
+def cluster_queue_of(workload: dict, queues: Mapping[tuple[str, str], str]) -> str | None:
+    """The ClusterQueue a Workload is admitted to, or waits in (through its LocalQueue)."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    if admission.get("clusterQueue"):
+        return admission["clusterQueue"]
+    metadata = workload.get("metadata") or {}
+    return queues.get((metadata.get("namespace", ""), (workload.get("spec") or {}).get("queueName", "")))
+
+
+def priority(workload: dict) -> int:
+    value = (workload.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def order_time(workload: dict) -> datetime.datetime:
+    """Kueue's queue-order time: an eviction by waitForPodsReady or an admission check moves a
+    Workload to the back (at the eviction's time); else its creation time."""
+    evicted = conditions(workload).get("Evicted") or {}
+    if evicted.get("status") == "True" and evicted.get("reason") in ("PodsReadyTimeout", "AdmissionCheck"):
+        when = _time(evicted.get("lastTransitionTime"))
+        if when is not None:
+            return when
+    return _time((workload.get("metadata") or {}).get("creationTimestamp")) or datetime.datetime.min.replace(
+        tzinfo=datetime.timezone.utc)
+
+
+def _time(text) -> datetime.datetime | None:
+    try:
+        return parse_time(text) if text else None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def order_key(workload: dict) -> tuple:
+    metadata = workload.get("metadata") or {}
+    return (-priority(workload), order_time(workload), metadata.get("namespace", ""), metadata.get("name", ""))
+
+
+def line(workloads: Iterable[dict], cluster_queue: str, queues: Mapping[tuple[str, str], str]) -> list[dict]:
+    """The pending Workloads of `cluster_queue`, first in line first."""
+    return sorted((w for w in workloads if pending(w) and cluster_queue_of(w, queues) == cluster_queue), key=order_key)
+
+
+def position(workload: dict, waiting: list[dict]) -> int | None:
+    """1-based place of `workload` in `waiting` (line()); None if it is not there."""
+    uid = (workload.get("metadata") or {}).get("uid")
+    key = order_key(workload)
+    for index, other in enumerate(waiting):
+        if (uid and (other.get("metadata") or {}).get("uid") == uid) or order_key(other) == key:
+            return index + 1
+    return None
+
+
+def requests(workload: dict, gpu_resource: str = GPU_RESOURCE) -> dict[str, Decimal]:
+    """What a Workload asks for in all, per resource name: its pod sets' counts times their
+    containers' requests (limits where a request is missing)."""
+    total: dict[str, Decimal] = {}
+    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
+        count = pod_set.get("count", 1)
+        count = count if isinstance(count, int) and count >= 0 else 0
+        pod = ((pod_set.get("template") or {}).get("spec") or {})
+        for container in pod.get("containers") or ():
+            resources = container.get("resources") or {}
+            asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+            for name, value in asked.items():
+                try:
+                    total[name] = total.get(name, Decimal(0)) + parse_quantity(str(value)) * count
+                except (ValueError, ArithmeticError):
+                    continue
+    return total
+
+
+# ------------------------------------------------------------------ in words
+
+def queue_title(cluster_queue: str, cluster_queues: Iterable[dict] = ()) -> str:
+    """A queue as users read it: the ClusterQueue's title annotation, else from our naming
+    ("team vision's queue", "alice's queue"), else "queue <name>"."""
+    for cq in cluster_queues:
+        if (cq.get("metadata") or {}).get("name") == cluster_queue:
+            title = ((cq.get("metadata") or {}).get("annotations") or {}).get(QUEUE_TITLE_ANNOTATION)
+            if title:
+                return title
+    if cluster_queue.startswith(TEAM_PREFIX):
+        return f"team {cluster_queue.removeprefix(TEAM_PREFIX)}'s queue"
+    if cluster_queue.startswith(USER_PREFIX):
+        return f"{cluster_queue.removeprefix(USER_PREFIX)}'s queue"
+    return f"queue {cluster_queue}"
+
+
+def more_words(resource: str, amount: Decimal, gpu_resource: str = GPU_RESOURCE) -> str:
+    """'4 more GPUs', '1 more CPU', '8Gi more memory'."""
+    if resource == gpu_resource:
+        return f"{format_quantity(amount)} more GPU{'s' if amount != 1 else ''}"
+    if resource == "cpu":
+        return f"{format_quantity(amount)} more CPU{'s' if amount != 1 else ''}"
+    if resource == "memory":
+        return f"{format_quantity(amount, binary=True)} more memory"
+    return f"{format_quantity(amount)} more {resource}"
+
+
+def shortfalls(workload: dict) -> list[tuple[str, Decimal]]:
+    """What Kueue says the Workload lacks: [(resource, amount more needed)]."""
+    message = (conditions(workload).get("QuotaReserved") or {}).get("message") or ""
+    found = []
+    for resource, amount in _SHORTFALL.findall(message):
+        try:
+            found.append((resource, parse_quantity(amount)))
+        except (ValueError, ArithmeticError):
+            continue
+    return found
+
+
+def waiting_for(missing: list[tuple[str, Decimal]], title: str, ahead: int | None,
+                gpu_resource: str = GPU_RESOURCE) -> str:
+    """'needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours'."""
+    if missing:
+        parts = [f"needs {' and '.join(more_words(r, a, gpu_resource) for r, a in missing)} in {title}"]
+    else:
+        parts = [f"waits for its turn in {title}"]
+    if ahead is not None:
+        parts.append("no job ahead of yours" if ahead == 0 else
+                     f"{ahead} job{'s' if ahead != 1 else ''} ahead of yours")
+    return "; ".join(parts)
+
+
+def interruption(workload: dict, cluster_queues: Iterable[dict] = ()) -> str | None:
+    """Why an admitted job was sent back to the queue, in words; None if it was not."""
+    conds = conditions(workload)
+    preempted, evicted = conds.get("Preempted") or {}, conds.get("Evicted") or {}
+    requeued = "; requeued" if pending(workload) else ""
+    if preempted.get("status") == "True" or (evicted.get("status") == "True" and evicted.get("reason") == "Preempted"):
+        message = preempted.get("message") or evicted.get("message") or ""
+        path = _PREEMPTOR.search(message)
+        by = path.group(1).strip().rstrip("/").rsplit("/", 1)[-1] if path else ""
+        reason = preempted.get("reason") or ""
+        if reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing") and by:
+            who = queue_title(by, cluster_queues).removesuffix("'s queue")
+            return f"preempted: {who} reclaimed its GPUs{requeued}"
+        if reason == "InClusterQueue":
+            return f"preempted: a higher-priority job in the same queue needed its resources{requeued}"
+        return f"preempted to make room for another job{requeued}"
+    if evicted.get("status") == "True":
+        if evicted.get("reason") == "PodsReadyTimeout":
+            return ("evicted: not all of its workers could start in time (image, node or volume problems), "
+                    f"so Kueue took its place back{requeued}")
+        detail = (evicted.get("message") or evicted.get("reason") or "").strip().rstrip(".")
+        return f"evicted by Kueue: {detail}{requeued}" if detail else f"evicted by Kueue{requeued}"
+    return None
+
+
+# ------------------------------------------------------------------ the estimate
+
+def deadline(workload: dict) -> datetime.datetime | None:
+    """When an admitted Workload reaches its maximum execution time (None: it has none)."""
+    seconds = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
+    start = _time((conditions(workload).get("Admitted") or conditions(workload).get("QuotaReserved") or {})
+                  .get("lastTransitionTime"))
+    if not isinstance(seconds, int) or start is None:
+        return None
+    past = (workload.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0
+    return start + datetime.timedelta(seconds=max(0, seconds - (past if isinstance(past, int) else 0)))
+
+
+def estimate_start(need: Decimal, running: list[tuple[Decimal, datetime.datetime | None]],
+                   now: datetime.datetime) -> datetime.datetime | None:
+    """The earliest time by which the running jobs that reach their deadline free `need` (of
+    one resource), taking the soonest deadlines first; `now` if nothing is needed; None if
+    they cannot (a job without a deadline would have to end, or all of them do not suffice)."""
+    if need <= 0:
+        return now
+    freed = Decimal(0)
+    for amount, ends in sorted(running, key=lambda r: (r[1] is None, r[1] or now)):
+        if not amount:
+            continue
+        if ends is None:
+            return None
+        freed += amount
+        if freed >= need:
+            return max(ends, now)
+    return None
+
+
+def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) -> tuple[QueueState, str] | None:
+    """The job's QueueState and its message (what it waits for, and an interruption if any),
+    from Kueue's objects; None when Kueue has no Workload for it (yet)."""
+    workload = owner_workload(job, view.workloads)
+    if workload is None or not pending(workload):
+        return None
+    queues = local_queue_map(view.local_queues)
+    cq = cluster_queue_of(workload, queues) or ""
+    title = queue_title(cq, view.cluster_queues) if cq else "the queue"
+    waiting = line(view.workloads, cq, queues) if cq else []
+    place = position(workload, waiting) if view.complete and cq else None
+    ahead = place - 1 if place is not None else None
+    missing = shortfalls(workload)
+    words = waiting_for(missing, title, ahead, gpu_resource)
+    estimate, basis = None, ""
+    now = view.now
+    if now is not None and view.complete and cq and ahead is not None:
+        # GPUs: this job's shortfall plus all the jobs ahead of it ask for; freed by the deadlines
+        # of the admitted jobs of the same queue.
+        short = sum((amount for resource, amount in missing if resource == gpu_resource), Decimal(0))
+        ahead_need = sum((requests(w, gpu_resource).get(gpu_resource, Decimal(0)) for w in waiting[:ahead]),
+                         Decimal(0))
+        running = [(requests(w, gpu_resource).get(gpu_resource, Decimal(0)), deadline(w))
+                   for w in view.workloads if admitted(w) and not holds(w, "Finished")
+                   and cluster_queue_of(w, queues) == cq]
+        if short or ahead_need:
+            when = estimate_start(short + ahead_need, running, now)
+            if when is not None:
+                estimate = when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                basis = (f"latest time by which running jobs in {title} reach their maximum runtime and free the "
+                         f"{format_quantity(short + ahead_need)} GPUs this job and the jobs ahead need; "
+                         "jobs often end sooner, and borrowed GPUs are not counted")
+            else:
+                basis = (f"no estimate: the jobs that would have to end in {title} have no runtime limit, "
+                         "or do not hold enough GPUs")
+    message = interruption(workload, view.cluster_queues)
+    text = f"{message}. Now {words}." if message else f"Queued: {words}."
+    return QueueState(queue=title, position=place, ahead=ahead, waiting_for=words, estimated_start=estimate,
+                      estimate_basis=basis), text[0].upper() + text[1:]

@@ -1,0 +1,200 @@
+"""Where a Kueue-queued job stands in line (backends/kubernetes_queue, pure) and how its status
+reads (kubernetes_status.job_from_objects with a KueueView)."""
+
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+
+from paddle_ext.backends import kubernetes_queue as kq
+from paddle_ext.backends.kubernetes_queue import KueueView
+from paddle_ext.backends.kubernetes_status import job_from_objects
+from paddle_ext.jobs import Phase
+
+CQ = "paddlecloud-team-vision"
+NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
+
+
+def at(minutes: int) -> str:
+    return (NOW + datetime.timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def workload(name, ns="paddlecloud-alice", created=-60, priority=None, gpus=8, count=1, conditions=(),
+             admitted_to=None, max_seconds=None):
+    container = {"name": "paddle", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}}}
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": f"job-{name}", "namespace": ns, "uid": f"uid-{name}", "creationTimestamp": at(created),
+                       "ownerReferences": [{"kind": "Job", "name": name, "uid": f"job-uid-{name}"}]},
+          "spec": {"queueName": "default", "podSets": [{"name": "main", "count": count,
+                                                         "template": {"spec": {"containers": [container]}}}]},
+          "status": {"conditions": list(conditions)}}
+    if priority is not None:
+        wl["spec"]["priority"] = priority
+    if admitted_to:
+        wl["status"]["admission"] = {"clusterQueue": admitted_to}
+    if max_seconds is not None:
+        wl["spec"]["maximumExecutionTimeSeconds"] = max_seconds
+    return wl
+
+
+def cond(kind, status="True", reason="", message="", minutes=-30):
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": at(minutes)}
+
+
+def running(name, gpus, ends_in_minutes=None, ns="paddlecloud-bob"):
+    """Admitted 30 minutes ago; its deadline `ends_in_minutes` from NOW (None: no runtime limit)."""
+    seconds = None if ends_in_minutes is None else (30 + ends_in_minutes) * 60
+    return workload(name, ns=ns, gpus=gpus, admitted_to=CQ, max_seconds=seconds,
+                    conditions=[cond("QuotaReserved"), cond("Admitted")])
+
+
+LOCAL_QUEUES = tuple({"metadata": {"name": "default", "namespace": ns}, "spec": {"clusterQueue": CQ}}
+                     for ns in ("paddlecloud-alice", "paddlecloud-bob", "paddlecloud-carol"))
+SHORT = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor paddlecloud, {} more needed"
+
+
+def suspended_job(name, ns="paddlecloud-alice"):
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": ns, "uid": f"job-uid-{name}", "creationTimestamp": at(-60),
+                         "labels": {}, "annotations": {}},
+            "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "suspend": True,
+                     "template": {"spec": {"containers": [{"name": "paddle", "resources": {}}]}}},
+            "status": {}}
+
+
+# ------------------------------------------------------------------ order and position
+
+def test_the_line_is_priority_first_then_oldest_first_like_best_effort_fifo():
+    wls = [workload("old", created=-50), workload("new", created=-10), workload("urgent", created=-5, priority=100),
+           workload("lowest", created=-90, priority=-1), running("busy", 8)]
+    order = [w["metadata"]["name"] for w in kq.line(wls, CQ, kq.local_queue_map(LOCAL_QUEUES))]
+    assert order == ["job-urgent", "job-old", "job-new", "job-lowest"]  # the admitted one is not waiting
+
+
+def test_an_eviction_for_not_starting_in_time_goes_to_the_back_preemption_keeps_its_place():
+    timed_out = workload("timedout", created=-100, conditions=[cond("Evicted", reason="PodsReadyTimeout", minutes=-1)])
+    preempted = workload("preempted", created=-100, conditions=[cond("Evicted", reason="Preempted", minutes=-1)])
+    other = workload("other", created=-50)
+    order = [w["metadata"]["name"] for w in kq.line([timed_out, preempted, other], CQ,
+                                                     kq.local_queue_map(LOCAL_QUEUES))]
+    assert order == ["job-preempted", "job-other", "job-timedout"]
+
+
+def test_only_the_jobs_own_queue_counts_and_position_is_one_based():
+    queues = kq.local_queue_map(LOCAL_QUEUES + (
+        {"metadata": {"name": "default", "namespace": "paddlecloud-dave"}, "spec": {"clusterQueue": "paddlecloud-team-audio"}},))
+    mine = workload("mine", created=-10)
+    wls = [workload("a", created=-40), workload("elsewhere", ns="paddlecloud-dave", created=-50), mine]
+    waiting = kq.line(wls, CQ, queues)
+    assert kq.position(mine, waiting) == 2
+    assert kq.position(workload("unknown", ns="paddlecloud-zed"), waiting) is None
+
+
+def test_waiting_for_in_plain_words():
+    assert kq.waiting_for([("nvidia.com/gpu", Decimal(4))], "team vision's queue", 2) == \
+        "needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours"
+    assert kq.waiting_for([("nvidia.com/gpu", Decimal(1)), ("memory", Decimal(2 ** 33))], "alice's queue", 0) == \
+        "needs 1 more GPU and 8Gi more memory in alice's queue; no job ahead of yours"
+    assert kq.waiting_for([], "team vision's queue", None) == "waits for its turn in team vision's queue"
+
+
+def test_shortfalls_read_kueues_own_count():
+    wl = workload("w", conditions=[cond("QuotaReserved", "False", "Pending", SHORT.format(4))])
+    assert kq.shortfalls(wl) == [("nvidia.com/gpu", Decimal(4))]
+    assert kq.shortfalls(workload("w")) == []
+
+
+def test_queue_titles_from_the_annotation_or_our_names():
+    cqs = [{"metadata": {"name": CQ, "annotations": {"paddlecloud.io/queue-title": "team Vision's queue"}}}]
+    assert kq.queue_title(CQ, cqs) == "team Vision's queue"
+    assert kq.queue_title(CQ) == "team vision's queue"
+    assert kq.queue_title("paddlecloud-user-alice") == "alice's queue"
+    assert kq.queue_title("research") == "queue research"
+
+
+# ------------------------------------------------------------------ estimate
+
+def test_the_estimate_takes_the_soonest_deadlines_until_enough_is_freed():
+    runs = [(Decimal(4), NOW + datetime.timedelta(minutes=50)), (Decimal(4), NOW + datetime.timedelta(minutes=10)),
+            (Decimal(8), NOW + datetime.timedelta(minutes=30))]
+    assert kq.estimate_start(Decimal(4), runs, NOW) == NOW + datetime.timedelta(minutes=10)
+    assert kq.estimate_start(Decimal(12), runs, NOW) == NOW + datetime.timedelta(minutes=30)
+    assert kq.estimate_start(Decimal(17), runs, NOW) is None  # they do not hold enough
+    assert kq.estimate_start(Decimal(4), [(Decimal(8), None)], NOW) is None  # no runtime limit
+    assert kq.estimate_start(Decimal(0), runs, NOW) == NOW
+
+
+def test_a_deadline_is_admission_plus_the_maximum_execution_time():
+    assert kq.deadline(running("r", 8, ends_in_minutes=20)) == NOW + datetime.timedelta(minutes=20)
+    assert kq.deadline(running("r", 8)) is None
+
+
+# ------------------------------------------------------------------ the status a user reads
+
+def view(*wls, complete=True, cluster_queues=()):
+    return KueueView(tuple(wls), LOCAL_QUEUES, tuple(cluster_queues), NOW, complete)
+
+
+def test_a_suspended_job_with_a_pending_workload_reads_queued_with_its_place():
+    mine = workload("mine", created=-10, gpus=8, count=2,
+                    conditions=[cond("QuotaReserved", "False", "Pending", SHORT.format(4))])
+    kueue = view(workload("first", ns="paddlecloud-bob", created=-40, gpus=4), workload("second", created=-20, gpus=4),
+                 mine, running("r1", 8, ends_in_minutes=15), running("r2", 4, ends_in_minutes=5))
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=kueue)
+    assert job.phase == Phase.QUEUED and job.reason == "Queued"
+    assert (job.queue.position, job.queue.ahead, job.queue.queue) == (3, 2, "team vision's queue")
+    assert job.queue.waiting_for == "needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours"
+    assert job.message == "Queued: needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours."
+    # 4 short + 8 ahead = 12 GPUs: r2 (4, in 5 min) then r1 (8, in 15 min)
+    assert job.queue.estimated_start == at(15) and "maximum runtime" in job.queue.estimate_basis
+    assert job.to_dict()["queue"]["position"] == 3 and job.to_dict()["phase"] == "Queued"
+
+
+def test_without_every_namespaces_workloads_the_position_is_not_claimed():
+    mine = workload("mine", conditions=[cond("QuotaReserved", "False", "Pending", SHORT.format(4))])
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(mine, complete=False))
+    assert job.queue.position is None and job.queue.estimated_start is None
+    assert job.queue.waiting_for == "needs 4 more GPUs in team vision's queue"
+
+
+def test_a_suspended_job_without_a_workload_yet_is_queued_without_a_place():
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view())
+    assert job.phase == Phase.QUEUED and job.queue is None
+    assert job_from_objects(suspended_job("mine"), [], []).phase == Phase.QUEUED
+
+
+def test_a_job_preempted_by_a_reclaiming_team_says_so():
+    message = ("Preempted to accommodate a workload (UID: x, JobUID: y) due to reclamation within the cohort; "
+               "preemptor path: /paddlecloud/paddlecloud-team-audio; preemptee path: /paddlecloud/paddlecloud-team-vision")
+    mine = workload("mine", conditions=[cond("Evicted", reason="Preempted", message=message),
+                                        cond("Preempted", reason="InCohortReclamation", message=message),
+                                        cond("QuotaReserved", "False", "Pending", SHORT.format(8))])
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(mine))
+    assert job.phase == Phase.QUEUED
+    assert job.message.startswith("Preempted: team audio reclaimed its GPUs; requeued. Now needs 8 more GPUs")
+
+
+def test_a_job_whose_workers_did_not_all_start_in_time_says_so():
+    mine = workload("mine", conditions=[cond("Evicted", reason="PodsReadyTimeout", message="Exceeded the PodsReady timeout")])
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(mine))
+    assert job.message.startswith("Evicted: not all of its workers could start in time")
+    assert "requeued" in job.message
+
+
+def test_preemption_inside_the_queue_and_unknown_evictions_read_in_words():
+    inside = workload("i", conditions=[cond("Preempted", reason="InClusterQueue", message="...")])
+    assert kq.interruption(inside) == "preempted: a higher-priority job in the same queue needed its resources; requeued"
+    stopped = workload("s", conditions=[cond("Evicted", reason="ClusterQueueStopped", message="The ClusterQueue is stopped.")])
+    assert kq.interruption(stopped) == "evicted by Kueue: The ClusterQueue is stopped; requeued"
+    assert kq.interruption(workload("fine")) is None
+
+
+def test_hostile_or_odd_workloads_read_without_errors():
+    odd = {"metadata": {"name": "x", "namespace": "paddlecloud-alice",
+                        "ownerReferences": [{"kind": "Job", "name": "mine", "uid": "job-uid-mine"}]},
+           "spec": {"priority": "high", "podSets": [{"count": -1, "template": {"spec": {"containers": [
+               {"resources": {"requests": {"nvidia.com/gpu": "lots"}}}]}}}]},
+           "status": {"conditions": ["junk", {"type": "QuotaReserved", "status": "False", "message": None}]}}
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(odd))
+    assert job.phase == Phase.QUEUED and job.queue.position is None  # no queueName: no line to place it in
+    assert kq.requests(odd) == {}

@@ -1,0 +1,111 @@
+"""The Kubernetes backend's preflight with and without Kueue: without, a job that does not fit
+*now* is refused (as always); with Kueue only a job that can never start is, and one that fits
+but not now is created and waits in the queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.constants import QUEUE_ANNOTATION
+from paddle_ext.errors import QuotaExceeded
+from paddle_ext.kubeapi import KubeApiError
+from paddle_ext.quota.model import Limits
+from paddle_ext.quota.queues import Queue, QueuePolicy, queue_annotation
+from paddle_ext.spec import JobSpec
+from decimal import Decimal
+
+TEAM = Queue("paddlecloud-team-vision", "team vision's queue", "group:vision",
+             {"gpus": Decimal(8), "cpu": None, "memory": None})
+
+
+def resource_quota(used_gpus: int) -> dict:
+    return {"metadata": {"name": "paddlecloud-quota",
+                         "annotations": {QUEUE_ANNOTATION: queue_annotation(TEAM, QueuePolicy(borrowing=Limits(gpus=4)))}},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "12", "pods": "40"}},
+            "status": {"hard": {"requests.nvidia.com/gpu": "12", "pods": "40"},
+                       "used": {"requests.nvidia.com/gpu": str(used_gpus), "pods": "3"}}}
+
+
+class Api:
+    """What the preflight reads: the namespace's ResourceQuota, nodes (or a 403), no jobs."""
+
+    def __init__(self, used_gpus: int, node_gpus: int | None):
+        self.quota = resource_quota(used_gpus)
+        self.node_gpus = node_gpus
+
+    async def get(self, path, **params):
+        if path.endswith("/resourcequotas"):
+            return {"items": [self.quota]}
+        if path == "/api/v1/nodes":
+            if self.node_gpus is None:
+                raise KubeApiError(403, "nodes is forbidden")
+            return {"items": [{"metadata": {"name": "n"}, "status": {"allocatable": {"nvidia.com/gpu": str(self.node_gpus)}}}]}
+        raise AssertionError(path)
+
+    async def list(self, path, **params):
+        return {"items": []}
+
+
+def backend(api, queue_name):
+    return KubernetesBackend(api=api, namespace="paddlecloud-alice", user="alice", queue_name=queue_name)
+
+
+async def test_without_kueue_a_job_that_does_not_fit_now_is_refused_as_before():
+    with pytest.raises(QuotaExceeded, match="Needs 4 GPUs; your quota is 12 and 10 are in use"):
+        await backend(Api(used_gpus=10, node_gpus=8), "").preflight(JobSpec(name="j", command=["x"], workers=2,
+                                                                              gpus_per_worker=2))
+
+
+async def test_with_kueue_a_job_that_fits_but_not_now_passes_to_be_queued():
+    await backend(Api(used_gpus=10, node_gpus=8), "default").preflight(
+        JobSpec(name="j", command=["x"], workers=2, gpus_per_worker=2))
+
+
+async def test_with_kueue_a_job_over_the_queues_reach_is_refused_at_once_with_numbers():
+    with pytest.raises(QuotaExceeded, match=r"Needs 16 GPUs; team vision's queue can admit at most 12 \(8 guaranteed"):
+        await backend(Api(used_gpus=0, node_gpus=8), "default").preflight(
+            JobSpec(name="j", command=["x"], workers=2, gpus_per_worker=8))
+
+
+async def test_with_kueue_more_gpus_per_worker_than_a_node_has_is_refused_when_nodes_can_be_read():
+    spec = JobSpec(name="j", command=["x"], workers=1, gpus_per_worker=10)
+    with pytest.raises(QuotaExceeded, match="Needs 10 GPUs per worker; the largest node has 8"):
+        await backend(Api(used_gpus=0, node_gpus=8), "default").preflight(spec)
+    await backend(Api(used_gpus=0, node_gpus=None), "default").preflight(spec)  # cannot tell: queued
+
+
+class ScopedApi:
+    """Kueue lists: every namespace's refused (a notebook's account), its own namespace's allowed."""
+
+    def __init__(self):
+        self.asked = []
+
+    async def list(self, path, **params):
+        self.asked.append(path)
+        if "/namespaces/" not in path:
+            raise KubeApiError(403, "forbidden")
+        return {"items": [{"metadata": {"name": path.rsplit("/", 1)[-1]}}]}
+
+
+SUSPENDED = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"suspend": True}}
+
+
+async def test_the_kueue_view_falls_back_to_the_own_namespace_and_does_not_ask_again():
+    api = ScopedApi()
+    jobs = backend(api, "default")
+    view = await jobs._kueue_view([SUSPENDED])
+    assert not view.complete and [w["metadata"]["name"] for w in view.workloads] == ["workloads"]
+    assert view.cluster_queues == ()
+    asked = len(api.asked)
+    await jobs._kueue_view([SUSPENDED])
+    # the three refused cluster-wide lists are not asked again; the namespace's two are
+    assert sorted(api.asked[asked:]) == ["/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/localqueues",
+                                         "/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/workloads"]
+
+
+async def test_no_kueue_objects_are_read_without_kueue_or_without_a_queued_job():
+    api = ScopedApi()
+    assert await backend(api, "")._kueue_view([SUSPENDED]) is None
+    assert await backend(api, "default")._kueue_view([{**SUSPENDED, "spec": {}}]) is None
+    assert api.asked == []
