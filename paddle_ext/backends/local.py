@@ -210,7 +210,7 @@ class LocalBackend(JobBackend):
         environment = {key: value for key, value in os.environ.items() if key not in SERVER_SECRET_ENV}
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
-                               log_dir=os.path.join(job_dir, f"launch-{index}"), host="127.0.0.1")
+                               log_dir=files.launch_dir(job_dir, index), host="127.0.0.1")
             try:
                 await asyncio.to_thread(
                     subprocess.run,

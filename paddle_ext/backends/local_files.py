@@ -3,7 +3,9 @@
     $PADDLECLOUD_HOME/jobs/<name>/
         job.json          spec, created time, working folder, environment, deadline
         worker-<i>.json   the supervisor's pid (= process group id)
-        worker-<i>.log    everything worker i printed
+        worker-<i>.log    everything worker i printed: its launcher's own messages, and each
+                          trainer's lines as written (paddle_ext.trainer_logs)
+        launch-<i>/       the launcher's --log_dir (workerlog.J: what trainer J printed)
         worker-<i>.exit   {"exit_code": N, "finished": ISO time}
         failed            the first worker that failed, and its exit code (none if it never
                           started; then a message says why)
@@ -34,6 +36,11 @@ def worker_file(job_dir: str, index: int) -> str:
 
 def log_path(job_dir: str, index: int) -> str:
     return os.path.join(job_dir, f"worker-{index}.log")
+
+
+def launch_dir(job_dir: str, index: int) -> str:
+    """Worker `index`'s launcher --log_dir: its trainers write workerlog.J there."""
+    return os.path.join(job_dir, f"launch-{index}")
 
 
 def exit_file(job_dir: str, index: int) -> str:

@@ -3,8 +3,10 @@
     python -m paddle_ext.backends.local_supervisor JOB_DIR INDEX -- ARGV...
 
 Forks into the background (so the Jupyter server never owns the process and can
-restart freely), becomes leader of a new process group, runs ARGV with output
-appended to `worker-INDEX.log`, and records the exit code in `worker-INDEX.exit`.
+restart freely), becomes leader of a new process group, runs ARGV (Paddle's
+launcher) with its messages appended to `worker-INDEX.log` and every trainer's lines
+copied there as they are written (paddle_ext.trainer_logs: the launcher's own copy of
+local rank 0's output, every ~2 s, is left out), and records the exit code in `worker-INDEX.exit`.
 If the worker fails, it marks the job failed and stops the other workers; it also
 enforces the job's deadline. Once the worker has ended, nothing it started may outlive
 it (as nothing outlives a container): the supervisor is the worker's subreaper, so even
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import time
 
+from ..trainer_logs import TrainerLogRelay
 from . import local_files as files
 
 TYPE_CHECKING = False  # (typing itself stays out of a supervisor's start)
@@ -127,14 +130,17 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
     if files.exists(files.cancel_file(job_dir)) or files.exists(files.failed_file(job_dir)):
         return 0
     env = {**os.environ, **meta.get("env", {})}
+    ranks = max(int((meta.get("spec") or {}).get("gpus_per_worker") or 0), 1)  # the launcher's --nproc_per_node
     with open(files.log_path(job_dir, index), "ab", buffering=0) as log:
+        relay = TrainerLogRelay(files.launch_dir(job_dir, index), ranks, log.fileno()).start()
         try:
             child = subprocess.Popen(
                 argv, cwd=meta.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT,
+                stdout=subprocess.DEVNULL, stderr=log,  # its stdout is its late copy of rank 0's lines
                 preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
             )
         except Exception as exc:  # noqa: BLE001 (OSError, or what exec refuses: the job must still end)
+            relay.stop()
             log.write(f"paddlecloud: could not start worker {index}: {exc}\n".encode(errors="replace"))
             files.write_exit(job_dir, index, 127)
             files.mark_failed(job_dir, index, 127, f"Worker {index} could not start: {exc}.")
@@ -155,7 +161,8 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
                 child.kill()
                 code = child.wait()
             stop_other_workers(job_dir, index)
-    stop_strays()
+        stop_strays()  # no trainer writes any more: what the relay copies now is the last of it
+        relay.stop()
     files.write_exit(job_dir, index, code)
     if code != 0 and not files.exists(files.cancel_file(job_dir)):
         if files.mark_failed(job_dir, index, code):

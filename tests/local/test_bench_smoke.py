@@ -12,3 +12,9 @@ import pytest
 def test_the_local_job_benchmark_runs_and_its_checks_pass(tmp_path):
     report = run_smoke(["local"], tmp_path / "results.md")
     assert "Local job: submit → first worker line" in report
+
+
+@pytest.mark.timeout(600)
+def test_the_live_lines_benchmark_runs_and_its_checks_pass(tmp_path):
+    report = run_smoke(["live"], tmp_path / "results.md")
+    assert "Live lines: print → follow (local)" in report

@@ -1,0 +1,161 @@
+"""Every trainer's output, live, from the files Paddle's launcher writes (standard library only).
+
+`python -m paddle.distributed.launch --log_dir DIR ...` runs each trainer (local rank J)
+with its output going to `DIR/workerlog.J`, and copies only `workerlog.0` to its own
+output, about every 2 seconds and at most 1,000 lines at a time: a `print` of the
+training loop would reach a follower seconds late, and the other local ranks' never.
+`TrainerLogRelay` follows every `workerlog.J` itself, woken by inotify as the trainers
+write (a short poll where inotify is missing), and writes each whole line to one output
+as soon as it is complete, prefixed `[local-rank-J] ` when the worker runs several
+trainers. The launcher is still what runs the trainers (its environment, rendezvous and
+restarts); only its copy of their output is left out (its standard output), its own
+messages (standard error) are kept.
+
+Pure standard library and no other module of the package, so that a worker that has
+only this file can run it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import select
+import threading
+
+TRAINER_LOG = "workerlog.{rank}"  # paddle.distributed.launch's collective controller
+LOCAL_RANK_PREFIX = "[local-rank-{rank}] "
+LOCAL_RANK_PREFIX_RE = re.compile(r"^\[local-rank-\d+\] ")
+READ_SIZE = 1 << 20
+IDLE_CHECK_SECONDS = 0.5  # inotify wakes us; this bounds a missed event (a queue overflow)
+POLL_SECONDS = 0.02  # without inotify
+
+_IN_MODIFY, _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x8, 0x80, 0x100
+
+
+def trainer_log(log_dir: str, rank: int) -> str:
+    return os.path.join(log_dir, TRAINER_LOG.format(rank=rank))
+
+
+class _Follow:
+    """One growing file: its offset and a partial last line."""
+
+    def __init__(self, path: str, prefix: bytes):
+        self.path, self.prefix = path, prefix
+        self.offset = 0
+        self.partial = b""
+
+    def take(self, final: bool) -> bytes:
+        """The whole lines written since the last call (prefixed), and with `final` a last
+        line without its newline too."""
+        data = b""
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.offset:  # truncated (the launcher's --log_overwrite): from the start
+                    self.offset, self.partial = 0, b""
+                f.seek(self.offset)
+                while True:
+                    piece = f.read(READ_SIZE)
+                    data += piece
+                    if len(piece) < READ_SIZE:
+                        break
+        except FileNotFoundError:
+            pass
+        self.offset += len(data)
+        data = self.partial + data
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        whole, self.partial = data[:cut], data[cut:]
+        if not whole:
+            return b""
+        if not whole.endswith(b"\n"):
+            whole += b"\n"
+        if self.prefix:
+            whole = self.prefix + whole[:-1].replace(b"\n", b"\n" + self.prefix) + b"\n"
+        return whole
+
+
+class _Inotify:
+    """A directory's inotify descriptor (None where the system has none)."""
+
+    def __init__(self, directory: str):
+        self.fd = None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return
+            if libc.inotify_add_watch(fd, os.fsencode(directory),
+                                      _IN_MODIFY | _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE) < 0:
+                os.close(fd)
+                return
+            self.fd = fd
+        except (OSError, AttributeError):
+            self.fd = None
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class TrainerLogRelay:
+    """Follows `workerlog.0 .. workerlog.{ranks-1}` in `log_dir` and writes their whole
+    lines to the file descriptor `out` (one write per batch of lines: appended atomically
+    next to what else writes there). `start()` runs it in a thread; `stop()` copies what
+    is left, a last line without a newline included, and returns once all is written."""
+
+    def __init__(self, log_dir: str, ranks: int, out: int):
+        os.makedirs(log_dir, exist_ok=True)
+        several = ranks > 1
+        self.files = [_Follow(trainer_log(log_dir, rank),
+                              LOCAL_RANK_PREFIX.format(rank=rank).encode() if several else b"")
+                      for rank in range(ranks)]
+        self.out = out
+        self._watch = _Inotify(log_dir)
+        self._wake_r, self._wake_w = os.pipe()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="trainer-log-relay", daemon=True)
+
+    def pump(self, final: bool = False) -> int:
+        """Copy what is new in every file now; the bytes written."""
+        written = 0
+        for follow in self.files:
+            chunk = follow.take(final)
+            while chunk:
+                n = os.write(self.out, chunk)
+                written += n
+                chunk = chunk[n:]
+        return written
+
+    def _run(self) -> None:
+        watched = [self._wake_r] + ([self._watch.fd] if self._watch.fd is not None else [])
+        timeout = IDLE_CHECK_SECONDS if self._watch.fd is not None else POLL_SECONDS
+        while not self._stopping:
+            try:
+                ready, _, _ = select.select(watched, [], [], timeout)
+            except InterruptedError:
+                continue
+            if self._watch.fd is not None and self._watch.fd in ready:
+                self._watch.drain()
+            self.pump()
+
+    def start(self) -> TrainerLogRelay:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping = True
+        os.write(self._wake_w, b"x")
+        self._thread.join()
+        self.pump(final=True)
+        self._watch.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
