@@ -113,6 +113,10 @@ DEFAULT_MEMORY = "2Gi"
 
 # The merged log of several workers prefixes each line with this (see loglines.prefix_line).
 WORKER_PREFIX = "[worker-{index}] "
+# ... and a worker running several trainers (one per GPU) prefixes each trainer's lines with
+# this (paddle_ext.trainer_logs, which runs standalone and so holds a copy, checked equal by
+# tests/unit/test_trainer_logs.py).
+LOCAL_RANK_PREFIX = "[local-rank-{rank}] "
 
 
 def paddlecloud_home() -> str:

@@ -12,20 +12,24 @@ restarts); only its copy of their output is left out (its standard output), its 
 messages (standard error) are kept.
 
 Pure standard library and no other module of the package, so that a worker that has
-only this file can run it.
+only this file can run it: on Kubernetes each worker's container runs this very source as
+`python -c SOURCE LOG_DIR RANKS -- python -m paddle.distributed.launch ...`
+(paddle_ext.manifests.worker_command), whatever image the job uses; locally the worker's
+supervisor runs the relay (paddle_ext.backends.local_supervisor).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import re
 import select
+import signal
+import subprocess
+import sys
 import threading
 
 TRAINER_LOG = "workerlog.{rank}"  # paddle.distributed.launch's collective controller
-LOCAL_RANK_PREFIX = "[local-rank-{rank}] "
-LOCAL_RANK_PREFIX_RE = re.compile(r"^\[local-rank-\d+\] ")
+LOCAL_RANK_PREFIX = "[local-rank-{rank}] "  # = paddle_ext.constants.LOCAL_RANK_PREFIX (this file runs standalone)
 READ_SIZE = 1 << 20
 IDLE_CHECK_SECONDS = 0.5  # inotify wakes us; this bounds a missed event (a queue overflow)
 POLL_SECONDS = 0.02  # without inotify
@@ -159,3 +163,47 @@ class TrainerLogRelay:
         self._watch.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def run(log_dir: str, ranks: int, argv: list[str]) -> int:
+    """Run the launcher `argv` with every trainer's lines relayed to our standard output,
+    its own messages on our standard error and its copy of local rank 0's output left out;
+    the signals a container's stop sends are passed on to it (as the container's first
+    process we would otherwise ignore them). Its exit code, 128 + N for a signal N."""
+    children: list[subprocess.Popen] = []
+    early: list[int] = []  # a stop that came before the launcher did
+
+    def forward(received, _frame):
+        if children:
+            children[0].send_signal(received)
+        else:
+            early.append(received)
+
+    for signum in FORWARDED_SIGNALS:
+        signal.signal(signum, forward)
+    relay = TrainerLogRelay(log_dir, ranks, sys.stdout.fileno()).start()
+    try:
+        children.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
+    except OSError as exc:
+        relay.stop()
+        print(f"paddlecloud: could not start {argv[0]}: {exc}", file=sys.stderr, flush=True)
+        return 127
+    for received in early:
+        children[0].send_signal(received)
+    code = children[0].wait()
+    relay.stop()
+    return code if code >= 0 else 128 - code
+
+
+def main(args: list[str]) -> int:
+    if len(args) < 4 or args[2] != "--" or not args[1].isdigit():
+        print("usage: trainer_logs LOG_DIR RANKS -- LAUNCHER_ARGV...", file=sys.stderr)
+        return 2
+    return run(args[0], int(args[1]), args[3:])
+
+
+if __name__ == "__main__":  # also under `python -c SOURCE ...`
+    sys.exit(main(sys.argv[1:]))

@@ -22,7 +22,7 @@ import pytest
 
 from serverutil import Gate, assert_no_processes_under, wait_for
 
-from paddle_ext.trainer_logs import TrainerLogRelay
+from paddle_ext.manifests import relay_program
 
 WAIT_SECONDS = 180  # a loaded 2-core machine starts two Paddle launchers slowly
 FAILSAFE_SECONDS = 300  # the gate opens by itself then, so a stuck stream still ends (and the test fails)
@@ -122,36 +122,34 @@ def test_rest_follow_streams_the_held_line_of_the_second_worker(server, tmp_path
     assert all(lines.count(line) == 1 for line in held), lines
 
 
-def test_the_relay_copies_a_second_local_rank_that_the_launcher_never_shows(workdir, tmp_path):
-    """Two trainers under one launcher (--nproc_per_node 2, CPU): the launcher copies only
-    local rank 0's output; the relay gives both, each with its local rank, while held."""
+def test_a_second_local_rank_reaches_the_workers_output_while_held(workdir, tmp_path):
+    """Two trainers under one real launcher (--nproc_per_node 2, on CPU), run as a
+    Kubernetes worker's container runs it (paddle_ext.manifests.worker_command: this
+    package's relay as `python -c`): the launcher itself copies only local rank 0's
+    output; the worker's output has both, each with its local rank, while they are held."""
     gate = Gate(tmp_path).open_after(FAILSAFE_SECONDS)
     token = os.urandom(4).hex()
     log_dir = tmp_path / "launch"
-    read_end, write_end = os.pipe()
-    relay = TrainerLogRelay(str(log_dir), 2, write_end).start()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # as every job's environment has it
-    launcher = subprocess.Popen([sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-                                 "--log_dir", str(log_dir), "hold.py", str(gate), token],
-                                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-    reader = os.fdopen(read_end, "rb")
+    worker = subprocess.Popen([sys.executable, "-c", relay_program(), str(log_dir), "2", "--",
+                               sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+                               "--log_dir", str(log_dir), "hold.py", str(gate), token],
+                              cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        lines = Lines(reader)
+        lines = Lines(worker.stdout)
         held = [f"[local-rank-0] held 0 {token}", f"[local-rank-1] held 1 {token}"]
-        lines.wait_for_all(held, "both local ranks' held lines from the relay before the gate opens")
+        lines.wait_for_all(held, "both local ranks' held lines in the worker's output before the gate opens")
         assert not gate.is_open
         gate.open()
-        assert launcher.wait(120) == 0
+        assert worker.wait(120) == 0
+        out = lines.rest()
     finally:
         gate.open()
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, 9)
-            launcher.wait()
-        relay.stop()
-        os.close(write_end)
-    out = lines.rest()
+        if worker.poll() is None:
+            os.killpg(worker.pid, 9)
+            worker.wait()
     assert not gate.forced
-    assert [line for line in out if "released" in line] in (
-        ["[local-rank-0] released 0", "[local-rank-1] released 1"], ["[local-rank-1] released 1",
-                                                                     "[local-rank-0] released 0"]), out
+    assert sorted(line for line in out if "held" in line or "released" in line) == [
+        f"[local-rank-0] held 0 {token}", "[local-rank-0] released 0",
+        f"[local-rank-1] held 1 {token}", "[local-rank-1] released 1"], out  # each once, nothing else of theirs

@@ -60,3 +60,67 @@ def test_the_thread_copies_and_stop_leaves_nothing_behind(tmp_path):
     relay.stop()  # whatever the thread saw, stop() copies the rest, the unfinished line too
     assert got() == "a\nb\n"
     out.close()
+
+
+# A stand-in launcher (the real one is in tests/local/test_live_lines.py): it writes a
+# trainer line to workerlog.0, prints its own copy to stdout (which must be left out), a
+# message to stderr (kept), then waits for SIGTERM and exits 3.
+FAKE_LAUNCHER = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+with open(os.path.join(sys.argv[1], "workerlog.0"), "a") as f:
+    f.write("trainer line\\n")
+print("the launcher's late copy", flush=True)
+print("LAUNCH INFO own message", file=sys.stderr, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_the_container_program_relays_forwards_a_stop_and_keeps_the_exit_code(tmp_path):
+    """What a Kubernetes worker runs: `python -c <this module's source> LOG_DIR RANKS -- LAUNCHER...`."""
+    import signal
+    import subprocess
+    import sys
+
+    from paddle_ext.manifests import relay_program
+
+    log_dir = tmp_path / "launch"
+    proc = subprocess.Popen([sys.executable, "-c", relay_program(), str(log_dir), "1", "--",
+                             sys.executable, "-c", FAKE_LAUNCHER, str(log_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "trainer line\n"  # blocks until relayed (pytest-timeout bounds it)
+        proc.send_signal(signal.SIGTERM)  # what a container's stop sends its first process
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    assert out == ""  # the launcher's own copy never shows
+    assert "LAUNCH INFO own message" in err
+
+
+def test_the_container_program_says_how_to_call_it():
+    import subprocess
+    import sys
+
+    from paddle_ext.manifests import relay_program
+
+    proc = subprocess.run([sys.executable, "-c", relay_program(), "dir", "x", "--", "true"], capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (2, "usage: trainer_logs LOG_DIR RANKS -- LAUNCHER_ARGV...\n")
+
+
+def test_my_output_only_sees_through_the_local_rank_prefix():
+    from paddle_ext.loglines import users_lines
+
+    lines = ["[worker-1] [local-rank-1] LAUNCH INFO 2026-11-30 09:33:28,711 starting",
+             "[worker-1] [local-rank-1] I1130 09:33:30.985277 17370 tcp_utils.cc:109] Retry",
+             "[worker-1] [local-rank-1] epoch 1 loss 0.5"]
+    assert users_lines(lines) == ["[worker-1] [local-rank-1] epoch 1 loss 0.5"]
+
+
+def test_the_standalone_copy_of_the_local_rank_prefix_is_the_packages():
+    from paddle_ext import constants, trainer_logs
+
+    assert trainer_logs.LOCAL_RANK_PREFIX == constants.LOCAL_RANK_PREFIX
