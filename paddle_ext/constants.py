@@ -111,6 +111,10 @@ DEFAULT_GPUS_PER_WORKER = 0
 DEFAULT_CPU = "1"
 DEFAULT_MEMORY = "2Gi"
 
+# Most a job's code snapshot may weigh, compressed (paddle_ext.workspace; JobBackend.code_max_bytes):
+# a ConfigMap holds at most 1 MiB; leave room for the object around the archive.
+CODE_MAX_BYTES = 768 * 1024
+
 # The merged log of several workers prefixes each line with this (see loglines.prefix_line).
 WORKER_PREFIX = "[worker-{index}] "
 # ... and a worker running several trainers (one per GPU) prefixes each trainer's lines with

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.resources
 from typing import Any
 
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
@@ -77,6 +76,8 @@ def literal(text: str) -> str:
 def relay_program() -> str:
     """paddle_ext/trainer_logs.py's source: standard library only, so any worker image with
     a Python runs it (`python -c`), ours or a user's, with or without paddle_ext."""
+    import importlib.resources  # (only a job's submit needs it)
+
     return importlib.resources.files(__package__).joinpath("trainer_logs.py").read_text(encoding="utf-8")
 
 

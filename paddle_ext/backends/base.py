@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import Config, LoggingConfigurable
 
-from ..constants import BACKEND_CONFIG_ENV, DATASETS_ENV, IMAGES_ENV
+from ..constants import BACKEND_CONFIG_ENV, CODE_MAX_BYTES, DATASETS_ENV, IMAGES_ENV
 from ..errors import InvalidRequest, NotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
 from ..loglines import FrameworkFilter, chunk_lines, lines_chunk, prefix_chunk
 from ..spec import JobSpec
-from ..workspace import DEFAULT_MAX_BYTES
 from .identity import current_user
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ class JobBackend(LoggingConfigurable):
     max_cpu = Unicode("16", help="Most CPU one worker may ask for (a Kubernetes quantity).").tag(config=True)
     max_memory = Unicode("64Gi", help="Most memory one worker may ask for (a Kubernetes quantity).").tag(config=True)
     default_command = List(Unicode(), help="Command preselected in the launcher.").tag(config=True)
-    code_max_bytes = Integer(DEFAULT_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
+    code_max_bytes = Integer(CODE_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
         Kubernetes without a shared workspace the snapshot travels in a ConfigMap, which holds at most
         1 MiB; a bigger folder is refused, naming its largest files.""").tag(config=True)
 
