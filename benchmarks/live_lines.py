@@ -194,7 +194,8 @@ def live_section(ours: list[str], count: int, runs: int) -> Section:
               f"{fmt_ms(b['p99'])} (p50 {fmt_ms(b['p50'])}; bare `python live.py` on its own output)",
               f"+{fmt_ms(o['p99'] - b['p99'])}" if o["p99"] is not None and b["p99"] is not None else "—",
               "p99 ≤ 500 ms", met,
-              f"bare `python -m paddle.distributed.launch`: p99 {fmt_ms(stats['launcher']['p99'])}")
+              f"(for comparison, Paddle's own copy under a bare `python -m paddle.distributed.launch`: p99 "
+              f"{fmt_ms(stats['launcher']['p99'])})")
     lines = [__doc__.split("\n\n", 1)[1].strip(), "",
              f"{runs} run(s) per tool, rotating the order, {count} lines per worker, one every "
              f"{INTERVAL * 1000:.0f} ms; percentiles over every line of every run. **Correct**: every line "
