@@ -49,9 +49,10 @@ class _Follow:
         self.offset = 0
         self.partial = b""
 
-    def take(self, final: bool) -> bytes:
-        """The whole lines written since the last call (prefixed), and with `final` a last
-        line without its newline too."""
+    def take(self, final: bool) -> tuple[bytes, bool]:
+        """The whole lines of the next piece written since the last call (prefixed), with
+        `final` a last line without its newline too; and whether more is waiting (a long
+        burst is passed on a piece at a time, never read whole)."""
         data = b""
         try:
             with open(self.path, "rb") as f:
@@ -59,24 +60,22 @@ class _Follow:
                 if size < self.offset:  # truncated (the launcher's --log_overwrite): from the start
                     self.offset, self.partial = 0, b""
                 f.seek(self.offset)
-                while True:
-                    piece = f.read(READ_SIZE)
-                    data += piece
-                    if len(piece) < READ_SIZE:
-                        break
+                data = f.read(READ_SIZE)
         except FileNotFoundError:
             pass
         self.offset += len(data)
+        more = len(data) == READ_SIZE
+        final = final and not more
         data = self.partial + data
         cut = len(data) if final else data.rfind(b"\n") + 1
         whole, self.partial = data[:cut], data[cut:]
         if not whole:
-            return b""
+            return b"", more
         if not whole.endswith(b"\n"):
             whole += b"\n"
         if self.prefix:
             whole = self.prefix + whole[:-1].replace(b"\n", b"\n" + self.prefix) + b"\n"
-        return whole
+        return whole, more
 
 
 class _Inotify:
@@ -132,11 +131,13 @@ class TrainerLogRelay:
         """Copy what is new in every file now; the bytes written."""
         written = 0
         for follow in self.files:
-            chunk = follow.take(final)
-            while chunk:
-                n = os.write(self.out, chunk)
-                written += n
-                chunk = chunk[n:]
+            more = True
+            while more:
+                chunk, more = follow.take(final)
+                while chunk:
+                    n = os.write(self.out, chunk)
+                    written += n
+                    chunk = chunk[n:]
         return written
 
     def _run(self) -> None:
@@ -156,9 +157,11 @@ class TrainerLogRelay:
         return self
 
     def stop(self) -> None:
+        """Stop following (the thread, if started) and copy what is left; closes what it opened."""
         self._stopping = True
         os.write(self._wake_w, b"x")
-        self._thread.join()
+        if self._thread.ident is not None:  # started
+            self._thread.join()
         self.pump(final=True)
         self._watch.close()
         os.close(self._wake_r)
@@ -184,13 +187,14 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
 
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, forward)
-    relay = TrainerLogRelay(log_dir, ranks, sys.stdout.fileno()).start()
+    relay = TrainerLogRelay(log_dir, ranks, sys.stdout.fileno())
     try:
         children.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
     except OSError as exc:
         relay.stop()
         print(f"paddlecloud: could not start {argv[0]}: {exc}", file=sys.stderr, flush=True)
         return 127
+    relay.start()  # (after the fork: nothing of ours runs in another thread while it happens)
     for received in early:
         children[0].send_signal(received)
     code = children[0].wait()

@@ -132,7 +132,7 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
     env = {**os.environ, **meta.get("env", {})}
     ranks = max(int((meta.get("spec") or {}).get("gpus_per_worker") or 0), 1)  # the launcher's --nproc_per_node
     with open(files.log_path(job_dir, index), "ab", buffering=0) as log:
-        relay = TrainerLogRelay(files.launch_dir(job_dir, index), ranks, log.fileno()).start()
+        relay = TrainerLogRelay(files.launch_dir(job_dir, index), ranks, log.fileno())
         try:
             child = subprocess.Popen(
                 argv, cwd=meta.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
@@ -146,6 +146,7 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
             files.mark_failed(job_dir, index, 127, f"Worker {index} could not start: {exc}.")
             stop_other_workers(job_dir, index)
             return 127
+        relay.start()  # after the fork: no thread of ours runs while it happens (it reads from the start)
         timeout = None
         if meta.get("deadline"):
             timeout = max(meta["deadline"] - time.time(), 0.1)

@@ -124,3 +124,16 @@ def test_the_standalone_copy_of_the_local_rank_prefix_is_the_packages():
     from paddle_ext import constants, trainer_logs
 
     assert trainer_logs.LOCAL_RANK_PREFIX == constants.LOCAL_RANK_PREFIX
+
+
+def test_a_burst_longer_than_one_read_is_passed_on_whole(tmp_path):
+    from paddle_ext import trainer_logs
+
+    relay, out, got = relay_into(tmp_path, 1)
+    lines = "".join(f"line {i:07d}\n" for i in range(3 * trainer_logs.READ_SIZE // 13 + 5))  # > 3 reads
+    append(tmp_path, 0, lines + "tail")
+    relay.pump()
+    assert got() == lines
+    relay.stop()
+    assert got() == lines + "tail\n"
+    out.close()
