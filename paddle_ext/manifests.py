@@ -18,7 +18,7 @@ from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_
                         MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
 from .constants import RUN_AS_GROUP, RUN_AS_USER
 from .jobs import outputs_record
-from .launch import launch_argv
+from .launch import launch_argv, trainers_per_worker
 from .spec import JobSpec
 
 SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
@@ -89,7 +89,7 @@ def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: st
     argv = launch_argv(spec, master, rank, log_dir=LAUNCH_LOG_DIR, host=host)
     own = len(argv) - len(spec.command)
     launcher = argv[:own] + [literal(arg) for arg in argv[own:]]
-    ranks = str(max(spec.gpus_per_worker, 1))  # launch_argv's --nproc_per_node
+    ranks = str(trainers_per_worker(spec.gpus_per_worker))
     return ["python", "-c", literal(relay_program()), LAUNCH_LOG_DIR, ranks, "--", *launcher]
 
 

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 
+from ..launch import trainers_per_worker
 from ..trainer_logs import TrainerLogRelay
 from . import local_files as files
 
@@ -130,7 +131,7 @@ def supervise(job_dir: str, index: int, argv: list[str]) -> int:
     if files.exists(files.cancel_file(job_dir)) or files.exists(files.failed_file(job_dir)):
         return 0
     env = {**os.environ, **meta.get("env", {})}
-    ranks = max(int((meta.get("spec") or {}).get("gpus_per_worker") or 0), 1)  # the launcher's --nproc_per_node
+    ranks = trainers_per_worker((meta.get("spec") or {}).get("gpus_per_worker", 0))
     with open(files.log_path(job_dir, index), "ab", buffering=0) as log:
         relay = TrainerLogRelay(files.launch_dir(job_dir, index), ranks, log.fileno())
         try:
