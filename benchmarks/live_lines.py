@@ -7,7 +7,8 @@ The script (LIVE_SCRIPT) prints `ready`, waits at a gate (a file) until every fo
 has shown that line, then prints N lines at a steady interval, each carrying
 time.monotonic() when printed (one clock for every process on the machine); the
 follower's output is read and stamped as it arrives in this process: latency = arrival -
-print. Ours runs 2 workers on the local backend and follows both; correctness in the
+print. Ours runs 2 workers on the local backend, followed at once by the CLI and by the
+notebook server's REST follow (SSE); correctness in the
 same runs: every line of every worker arrives exactly once, in its order, with its
 `[worker-I] ` prefix.
 """
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 from common import Row, Section, fmt_ms, log, percentile
 
@@ -44,21 +46,30 @@ INTERVAL = 0.05
 
 
 class Stamped:
-    """A process's standard output, each line stamped with time.monotonic() on arrival."""
+    """A stream's lines (a process's standard output, or with `sse` the data lines of a
+    text/event-stream), each stamped with time.monotonic() on arrival."""
 
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
+    def __init__(self, stream, proc: subprocess.Popen | None = None, sse: bool = False):
+        self.proc, self.sse = proc, sse
         self.lines: list[tuple[float, str]] = []
         self.changed = threading.Condition()
-        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _read(self):
-        for raw in self.proc.stdout:
-            now = time.monotonic()
-            with self.changed:
-                self.lines.append((now, raw.decode(errors="replace").rstrip("\n")))
-                self.changed.notify_all()
+    def _read(self, stream):
+        try:
+            for raw in stream:
+                now = time.monotonic()
+                text = raw.decode(errors="replace").rstrip("\r\n")
+                if self.sse:
+                    if not text.startswith("data:"):
+                        continue
+                    text = text[6:] if text.startswith("data: ") else text[5:]
+                with self.changed:
+                    self.lines.append((now, text))
+                    self.changed.notify_all()
+        except (OSError, ValueError):  # the connection closed under us
+            pass
 
     def wait_for(self, predicate, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -71,9 +82,36 @@ class Stamped:
                 self.changed.wait(min(left, 0.5))
 
     def finish(self, timeout: float) -> int:
-        code = self.proc.wait(timeout)
+        code = self.proc.wait(timeout) if self.proc else 0
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError(f"the stream did not end within {timeout:g}s of its job")
         return code
+
+
+class LocalServer:
+    """`jupyter server` with the paddle_ext extension on the local backend (127.0.0.1),
+    reading the jobs of PADDLECLOUD_HOME `home`: the REST follow's end."""
+
+    def __init__(self, base: str, home: str):
+        from follow import NotebookServer
+
+        self.server = NotebookServer(base, dict(os.environ), "unused")
+        self.server.env.update({"PADDLECLOUD_HOME": home, "PADDLECLOUD_BACKEND": "local"})
+        self.server.cmd = [c for c in self.server.cmd if not c.startswith("--KubernetesBackend.")]
+
+    def __enter__(self):
+        self.server.start()
+        self.server.wait_ready()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop()
+
+    def follow(self, name: str):
+        req = urllib.request.Request(f"{self.server.url}/paddle/api/jobs/{name}/logs?follow=1",
+                                     headers={"Authorization": f"token {self.server.token}"})
+        return urllib.request.urlopen(req, timeout=300)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -108,9 +146,12 @@ def _latencies(lines: list[tuple[float, str]], workers: int, count: int) -> tupl
     return latency, True, ""
 
 
-def _one(tool: str, ours: list[str], base: str, number: int, count: int) -> dict:
+def _one(tool: str, ours: list[str], base: str, number: int, count: int, server: LocalServer | None = None,
+         home: str | None = None) -> dict[str, dict]:
+    """One run of `tool`: per follower ("ours": the CLI and "rest": the SSE follow, at once;
+    else the tool's own output) whether it was correct and its latencies."""
     work = os.path.join(base, f"run-{number}")
-    home = os.path.join(base, f"home-{number}")
+    home = home or os.path.join(base, f"home-{number}")
     os.makedirs(work)
     with open(os.path.join(work, "live.py"), "w") as f:
         f.write(LIVE_SCRIPT)
@@ -125,7 +166,8 @@ def _one(tool: str, ours: list[str], base: str, number: int, count: int) -> dict
                                         "--", "python", "live.py", *args], env=env, cwd=work, capture_output=True,
                                 timeout=120)
         if submit.returncode != 0:
-            return {"ok": False, "why": f"submit failed: {submit.stderr.decode()[-300:]}"}
+            failed = {"ok": False, "why": f"submit failed: {submit.stderr.decode()[-300:]}"}
+            return {"ours": failed, "rest": failed}
         cmd = ours + ["--backend", "local", "logs", name, "-f"]
     elif tool == "bare":
         cmd = [sys.executable, "live.py", *args]
@@ -134,18 +176,25 @@ def _one(tool: str, ours: list[str], base: str, number: int, count: int) -> dict
                *args]
     proc = subprocess.Popen(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             stdin=subprocess.DEVNULL, start_new_session=True)
-    out = Stamped(proc)
+    followers = {tool: Stamped(proc.stdout, proc)}
+    response = None
     try:
+        if tool == "ours" and server is not None:
+            response = server.follow(name)
+            followers["rest"] = Stamped(response, sse=True)
         ready = [f"{f'[worker-{w}] ' if workers > 1 else ''}ready {w}" for w in range(workers)]
-        out.wait_for(lambda texts: all(r in texts for r in ready), 180, f"{tool}: the ready lines")
+        for label, out in followers.items():
+            out.wait_for(lambda texts: all(r in texts for r in ready), 180, f"{label}: the ready lines")
         open(gate, "w").close()
-        code = out.finish(count * INTERVAL * 3 + 120)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        codes = {label: out.finish(count * INTERVAL * 3 + 120) for label, out in followers.items()}
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         open(gate, "w").close()
         _stop(proc)
-        return {"ok": False, "why": str(exc)[:300]}
+        return {label: {"ok": False, "why": str(exc)[:300]} for label in followers}
     finally:
         _stop(proc)
+        if response is not None:
+            response.close()
         if tool == "ours":  # the job's detached processes must be gone before the next run
             from paddle_ext.backends import local_files
 
@@ -154,8 +203,12 @@ def _one(tool: str, ours: list[str], base: str, number: int, count: int) -> dict
             while time.monotonic() < deadline and any(
                     local_files.group_members(pgid) for pgid in local_files.worker_pids(job).values()):
                 time.sleep(0.1)
-    latency, ok, why = _latencies(out.lines, workers, count)
-    return {"ok": ok and code == 0, "why": why or (f"exit {code}" if code else ""), "latency": latency}
+    results = {}
+    for label, out in followers.items():
+        latency, ok, why = _latencies(out.lines, workers, count)
+        results[label] = {"ok": ok and codes[label] == 0, "why": why or (f"exit {codes[label]}" if codes[label] else ""),
+                          "latency": latency}
+    return results
 
 
 def live_section(ours: list[str], count: int, runs: int) -> Section:
@@ -163,16 +216,20 @@ def live_section(ours: list[str], count: int, runs: int) -> Section:
     base = tempfile.mkdtemp(prefix="bench-live-")
     counter = iter(range(10_000))
     tools = ("ours", "bare", "launcher")
-    results: dict[str, list[dict]] = {tool: [] for tool in tools}
+    results: dict[str, list[dict]] = {tool: [] for tool in ("ours", "rest", "bare", "launcher")}
     log(f"live: {runs} runs per tool of {count} lines, one every {INTERVAL * 1000:.0f} ms")
+    ours_home = os.path.join(base, "home-ours")  # the notebook server's, for every run of ours
     try:
-        for rep in range(runs):
-            order = tools[rep % len(tools):] + tools[:rep % len(tools)]
-            for tool in order:
-                result = _one(tool, ours, base, next(counter), count)
-                if not result["ok"]:
-                    log(f"  {tool} run failed: {result['why']}")
-                results[tool].append(result)
+        with LocalServer(base, ours_home) as server:
+            for rep in range(runs):
+                order = tools[rep % len(tools):] + tools[:rep % len(tools)]
+                for tool in order:
+                    got = _one(tool, ours, base, next(counter), count, server=server,
+                               home=ours_home if tool == "ours" else None)
+                    for label, result in got.items():
+                        if not result["ok"]:
+                            log(f"  {label} run failed: {result['why']}")
+                        results[label].append(result)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     stats = {}
@@ -196,6 +253,13 @@ def live_section(ours: list[str], count: int, runs: int) -> Section:
               "p99 ≤ 500 ms", met,
               f"(for comparison, Paddle's own copy under a bare `python -m paddle.distributed.launch`: p99 "
               f"{fmt_ms(stats['launcher']['p99'])})")
+    r = stats["rest"]
+    rest_row = Row("live line: print → REST follow (`GET …/logs?follow=1`, SSE), local, 2 workers, p99",
+                   f"{fmt_ms(r['p99'])} (p50 {fmt_ms(r['p50'])})",
+                   f"{fmt_ms(b['p99'])} (p50 {fmt_ms(b['p50'])}; the bare script)",
+                   f"+{fmt_ms(r['p99'] - b['p99'])}" if r["p99"] is not None and b["p99"] is not None else "—",
+                   "p99 ≤ 500 ms", bool(r["ok"] and b["ok"] and r["p99"] is not None and r["p99"] <= 0.5),
+                   "(the same runs as the CLI's row, both following at once)")
     lines = [__doc__.split("\n\n", 1)[1].strip(), "",
              f"{runs} run(s) per tool, rotating the order, {count} lines per worker, one every "
              f"{INTERVAL * 1000:.0f} ms; percentiles over every line of every run. **Correct**: every line "
@@ -203,6 +267,7 @@ def live_section(ours: list[str], count: int, runs: int) -> Section:
              "| command | lines | p50 | p99 | max | p99 per worker | correct |", "|---|---:|---:|---:|---:|---|:---:|"]
     shown = {"ours": f"paddlecloud --backend local submit --workers {WORKERS} -- python live.py …; "
                      "paddlecloud --backend local logs NAME -f",
+             "rest": "GET /paddle/api/jobs/NAME/logs?follow=1 (jupyter server, local backend; the same jobs)",
              "bare": "python live.py … (PYTHONUNBUFFERED=1, as on a terminal)",
              "launcher": "python -m paddle.distributed.launch --log_dir DIR live.py …"}
     for tool, s in stats.items():
@@ -211,8 +276,9 @@ def live_section(ours: list[str], count: int, runs: int) -> Section:
                      f"{fmt_ms(s['max'])} | {per} | {'yes' if s['ok'] else 'NO: ' + '; '.join(s['why'])} |")
     lines += ["", "Ours: each worker's supervisor copies every trainer's log file (the launcher's `--log_dir`, "
               "`workerlog.J`) into the worker's log as it grows, woken by inotify (paddle_ext.trainer_logs); the "
-              "CLI's follow reads that file every 50 ms. The bare launcher instead copies its trainer's file to "
+              "CLI's follow, and the notebook server's behind the REST follow, read that file every 50 ms. The bare launcher instead copies its trainer's file to "
               "its own output after each ~2 s watch of the trainer, which is what a follower of its output saw "
               "before (and still sees under `python -m paddle.distributed.launch` by hand)."]
-    return Section("Live lines: print → follow (local)", [row], "\n".join(lines),
-                   seconds=time.monotonic() - t_start, correct=o["ok"] and b["ok"] and stats["launcher"]["ok"])
+    return Section("Live lines: print → follow (local)", [row, rest_row], "\n".join(lines),
+                   seconds=time.monotonic() - t_start,
+                   correct=o["ok"] and r["ok"] and b["ok"] and stats["launcher"]["ok"])
