@@ -78,8 +78,9 @@ class _Follow:
         return whole, more
 
 
-class _Inotify:
-    """A directory's inotify descriptor (None where the system has none)."""
+class DirectoryWatch:
+    """A directory's inotify descriptor, `fd` (None where the system has none, or the
+    user's inotify instances are used up: then callers poll)."""
 
     def __init__(self, directory: str):
         self.fd = None
@@ -97,6 +98,9 @@ class _Inotify:
             self.fd = None
 
     def drain(self) -> None:
+        """Forget the events so far (the caller looks at the files itself)."""
+        if self.fd is None:
+            return
         try:
             while os.read(self.fd, 65536):
                 pass
@@ -122,7 +126,7 @@ class TrainerLogRelay:
                               LOCAL_RANK_PREFIX.format(rank=rank).encode() if several else b"")
                       for rank in range(ranks)]
         self.out = out
-        self._watch = _Inotify(log_dir)
+        self._watch = DirectoryWatch(log_dir)
         self._wake_r, self._wake_w = os.pipe()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="trainer-log-relay", daemon=True)
@@ -148,7 +152,7 @@ class TrainerLogRelay:
                 ready, _, _ = select.select(watched, [], [], timeout)
             except InterruptedError:
                 continue
-            if self._watch.fd is not None and self._watch.fd in ready:
+            if self._watch.fd in ready:
                 self._watch.drain()
             self.pump()
 
