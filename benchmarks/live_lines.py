@@ -276,7 +276,7 @@ def live_section(ours: list[str], count: int, runs: int) -> Section:
                      f"{fmt_ms(s['max'])} | {per} | {'yes' if s['ok'] else 'NO: ' + '; '.join(s['why'])} |")
     lines += ["", "Ours: each worker's supervisor copies every trainer's log file (the launcher's `--log_dir`, "
               "`workerlog.J`) into the worker's log as it grows, woken by inotify (paddle_ext.trainer_logs); the "
-              "CLI's follow, and the notebook server's behind the REST follow, read that file every 50 ms. The bare launcher instead copies its trainer's file to "
+              "CLI's follow, and the notebook server's behind the REST follow, read that file as soon as it is written (inotify again; every 50 ms without it). The bare launcher instead copies its trainer's file to "
               "its own output after each ~2 s watch of the trainer, which is what a follower of its output saw "
               "before (and still sees under `python -m paddle.distributed.launch` by hand)."]
     return Section("Live lines: print → follow (local)", [row, rest_row], "\n".join(lines),
