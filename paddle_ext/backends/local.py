@@ -383,19 +383,20 @@ class LocalBackend(JobBackend):
         return report(self.user, await self._effective_quota(), await self.list(), now())
 
 
-async def written(watch: DirectoryWatch, timeout: float) -> None:
-    """Return once something in the watched folder is written, or after `timeout` seconds
-    (at once the events so far are forgotten: the caller reads the files next)."""
+async def written(watch: DirectoryWatch, timeout: float) -> bool:
+    """Return once something in the watched folder is written (True), or after `timeout`
+    seconds (False); the events so far are forgotten: the caller reads the files next."""
     if watch.fd is None:
         await asyncio.sleep(timeout)
-        return
+        return False
     loop = asyncio.get_running_loop()
     woken = loop.create_future()
     loop.add_reader(watch.fd, lambda: woken.done() or woken.set_result(None))
     try:
         await asyncio.wait_for(woken, timeout)
+        return True
     except asyncio.TimeoutError:
-        pass
+        return False
     finally:
         loop.remove_reader(watch.fd)
         watch.drain()

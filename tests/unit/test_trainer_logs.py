@@ -62,16 +62,16 @@ def test_the_thread_copies_and_stop_leaves_nothing_behind(tmp_path):
     out.close()
 
 
-# A stand-in launcher (the real one is in tests/local/test_live_lines.py): it writes a
-# trainer line to workerlog.0, prints its own copy to stdout (which must be left out), a
-# message to stderr (kept), then waits for SIGTERM and exits 3.
+# A stand-in launcher (the real one is in tests/local/test_live_lines.py): it prints its own
+# copy to stdout (which must be left out) and a message to stderr (kept), writes a trainer
+# line to workerlog.0, then waits for SIGTERM and exits 3.
 FAKE_LAUNCHER = """
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
-with open(os.path.join(sys.argv[1], "workerlog.0"), "a") as f:
-    f.write("trainer line\\n")
 print("the launcher's late copy", flush=True)
 print("LAUNCH INFO own message", file=sys.stderr, flush=True)
+with open(os.path.join(sys.argv[1], "workerlog.0"), "a") as f:  # last: once it is relayed, the rest is out
+    f.write("trainer line\\n")
 while True:
     time.sleep(1)
 """
@@ -137,3 +137,28 @@ def test_a_burst_longer_than_one_read_is_passed_on_whole(tmp_path):
     relay.stop()
     assert got() == lines + "tail\n"
     out.close()
+
+
+async def test_a_follower_wakes_when_the_job_folder_is_written(tmp_path):
+    """The local follow's wait (backends.local.written): woken by the write, not by its timeout."""
+    import asyncio
+
+    from paddle_ext.backends.local import written
+    from paddle_ext.trainer_logs import DirectoryWatch
+
+    watch = DirectoryWatch(str(tmp_path))
+    try:
+        assert watch.fd is not None  # Linux has inotify; the CI machine too
+        asyncio.get_running_loop().call_soon(lambda: (tmp_path / "worker-0.log").write_text("a line\n"))
+        assert await written(watch, 600) is True
+    finally:
+        watch.close()
+
+
+async def test_without_inotify_the_follower_waits_its_interval():
+    from paddle_ext.backends.local import written
+    from paddle_ext.trainer_logs import DirectoryWatch
+
+    watch = DirectoryWatch("/nonexistent-folder-for-this-test")  # no watch can be added
+    assert watch.fd is None
+    assert await written(watch, 0.01) is False
