@@ -24,15 +24,24 @@ from common import REPO, LoadSampler, Row, Section, cpu_model, loadavg, log, too
 if REPO not in sys.path:
     sys.path.insert(1, REPO)
 
-SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "follow-node", "local")
+SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "follow-node", "local", "live")
 KWOK_SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn")
 
 FULL = {"lines": [10_000, 100_000], "read_runs": 7, "cli_runs": 15, "list_jobs": 1000, "list_runs": 7,
         "submit_workers": 64, "submit_runs": 3, "spawns": 100, "spawn_runs": 1, "local_runs": 5,
-        "follow_workers": 16, "follow_rate": 200, "follow_seconds": 60}
+        "follow_workers": 16, "follow_rate": 200, "follow_seconds": 60,
+        "live_lines": 200, "live_runs": 3}
 QUICK = {"lines": [10_000, 50_000], "read_runs": 3, "cli_runs": 7, "list_jobs": 200, "list_runs": 3,
          "submit_workers": 64, "submit_runs": 1, "spawns": 20, "spawn_runs": 1, "local_runs": 2,
-         "follow_workers": 16, "follow_rate": 200, "follow_seconds": 15}
+         "follow_workers": 16, "follow_rate": 200, "follow_seconds": 15,
+         "live_lines": 100, "live_runs": 2}
+# Smoke: every section's code path and correctness checks at the smallest size that still
+# exercises them (seconds each; tests/local and tests/cluster run it in `make test`, so a
+# rename breaks a test, not the next measurement). Its figures mean nothing.
+SMOKE = {"lines": [20], "read_runs": 1, "cli_runs": 1, "list_jobs": 3, "list_runs": 1,
+         "submit_workers": 4, "submit_runs": 1, "spawns": 2, "spawn_runs": 1, "local_runs": 1,
+         "follow_workers": 2, "follow_rate": 20, "follow_seconds": 2,
+         "live_lines": 5, "live_runs": 1}
 
 
 def _interrupted(signum, frame):
@@ -43,9 +52,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"sections to run, of {', '.join(SECTIONS)}")
-    parser.add_argument("--out", default=os.path.join(HERE, "results.md"))
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest sizes, checks only (the tests' run); writes no results.md unless --out")
+    parser.add_argument("--out", default=None, help="where to write the results (default benchmarks/results.md)")
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
+    if args.quick and args.smoke:
+        parser.error("--quick and --smoke are two different sizes; give one")
+    size = SMOKE if args.smoke else QUICK if args.quick else FULL
+    if args.out is None and not args.smoke:
+        args.out = os.path.join(HERE, "results.md")
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(wanted) - set(SECTIONS)
     if unknown:
@@ -70,7 +85,7 @@ def main(argv=None) -> int:
 
     from tools.k8s.cluster import default_bin_dir
 
-    bin_dir = default_bin_dir()
+    bin_dir = os.environ.get("PADDLECLOUD_K8S_BIN_DIR") or default_bin_dir()  # as the cluster tier reads it
     kubectl = tool("kubectl", bin_dir)
     ours = tool("paddlecloud")
     info = versions(kubectl)
@@ -124,15 +139,21 @@ def main(argv=None) -> int:
             from local_job import local_section
 
             run_section("local", lambda: local_section([ours], size["local_runs"]))
+        if "live" in wanted:
+            from live_lines import live_section
+
+            run_section("live", lambda: live_section([ours], size["live_lines"], size["live_runs"]))
     except KeyboardInterrupt:
         log("interrupted: clusters and processes stopped; results.md left as it was")
         return 130
 
     text = report(sections, info, started, load_before, args)
-    with open(args.out, "w") as f:
-        f.write(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
     print(text)
-    log(f"wrote {args.out}")
+    if args.out:
+        log(f"wrote {args.out}")
     return 0 if all(s.correct for s in sections) else 1
 
 
@@ -143,7 +164,8 @@ def report(sections: list[Section], info: dict, started, load_before: float, arg
         "# Benchmarks: PaddleCloud Hub side by side with kubectl, KubeSpawner and Paddle's launcher",
         "",
         f"Written by `make bench{'-quick' if args.quick else ''}` (`benchmarks/run.py"
-        f"{' --quick' if args.quick else ''}`); see benchmarks/README.md for the method of each row.",
+        f"{' --quick' if args.quick else ' --smoke' if args.smoke else ''}`); see benchmarks/README.md for the "
+        "method of each row." + (" **Smoke size: checks only, the figures mean nothing.**" if args.smoke else ""),
         "",
         f"- Date: {started.strftime('%Y-%m-%d %H:%M UTC')}, {elapsed / 60:.1f} minutes in all",
         f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {mem_gib():.0f} GiB, {info['os']}",

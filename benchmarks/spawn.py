@@ -211,7 +211,7 @@ def spawn_section(bench, spawns: int, runs: int) -> Section:
     limit = (f"limit: pod created → bound p50 {fmt_s(bound['ours'])} vs {fmt_s(bound['plain'])} (the scheduler "
              "waits for the claims, which kube-controller-manager's volume controller binds at most 20 API "
              "requests/s; ours has 2 claims per notebook, home and datasets, plain 1); spawn → pod created p50 "
-             f"{fmt_s(created['ours'])} vs {fmt_s(created['plain'])} (our hooks, and 100 spawners' work in one "
+             f"{fmt_s(created['ours'])} vs {fmt_s(created['plain'])} (our hooks, and {spawns} spawners' work in one "
              "event loop on 2 CPUs); "
              f"ours without datasets: {fmt_ratio(ratio(nodata95, plain95))}")
     row = Row(f"{spawns} concurrent notebook spawns: spawn → pod running, p95 (KWOK)",

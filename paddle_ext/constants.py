@@ -141,8 +141,16 @@ DEFAULT_MEMORY = "2Gi"
 DEFAULT_MAX_RESTARTS = 0
 SITE_MAX_RESTARTS = 10
 
+# Most a job's code snapshot may weigh, compressed (paddle_ext.workspace; JobBackend.code_max_bytes):
+# a ConfigMap holds at most 1 MiB; leave room for the object around the archive.
+CODE_MAX_BYTES = 768 * 1024
+
 # The merged log of several workers prefixes each line with this (see loglines.prefix_line).
 WORKER_PREFIX = "[worker-{index}] "
+# ... and a worker running several trainers (one per GPU) prefixes each trainer's lines with
+# this (paddle_ext.trainer_logs, which runs standalone and so holds a copy, checked equal by
+# tests/unit/test_trainer_logs.py).
+LOCAL_RANK_PREFIX = "[local-rank-{rank}] "
 
 
 def paddlecloud_home() -> str:

@@ -5,6 +5,12 @@ from __future__ import annotations
 from .spec import JobSpec
 
 
+def trainers_per_worker(gpus_per_worker: int) -> int:
+    """How many trainers the launcher runs in one worker (its --nproc_per_node): one per
+    GPU, one on CPU."""
+    return max(int(gpus_per_worker or 0), 1)
+
+
 def launch_argv(spec: JobSpec, master: str | None, rank: str | None, python: str = "python",
                 log_dir: str | None = None, host: str | None = None) -> list[str]:
     """`python -m paddle.distributed.launch ... <command>` for one worker.
@@ -21,7 +27,7 @@ def launch_argv(spec: JobSpec, master: str | None, rank: str | None, python: str
         argv += ["--master", master, "--nnodes", str(spec.workers)]
     if rank is not None:
         argv += ["--rank", rank]
-    argv += ["--nproc_per_node", str(max(spec.gpus_per_worker, 1)), "--job_id", spec.name or "job"]
+    argv += ["--nproc_per_node", str(trainers_per_worker(spec.gpus_per_worker)), "--job_id", spec.name or "job"]
     if log_dir:
         argv += ["--log_dir", log_dir]
     if host:

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 
-from .constants import METRIC_MARKER, WORKER_PREFIX
+from .constants import LOCAL_RANK_PREFIX, METRIC_MARKER, WORKER_PREFIX
 
 _PREFIX = re.compile(r"^\[worker-(\d+)\] ")
+_LOCAL_RANK = re.compile("^" + re.escape(LOCAL_RANK_PREFIX).replace(re.escape("{rank}"), r"\d+"))
 _LAUNCH = re.compile(r"^LAUNCH (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) ")
 _GLOG = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+ [\w.\-/]+:\d+\] ")
 _PADDLE_LOGGER = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}\] \[\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
@@ -146,7 +147,7 @@ class FrameworkFilter:
 
     def is_framework(self, line: str) -> bool:
         worker, text = split_prefix(line)
-        text = text.rstrip("\b \r")
+        text = _LOCAL_RANK.sub("", text, count=1).rstrip("\b \r")  # one of several trainers' lines
         if self._in_banner.get(worker):
             if _BANNER_END.match(text):
                 self._in_banner[worker] = False

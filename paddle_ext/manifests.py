@@ -10,6 +10,7 @@ uses, and all else about each kind, is in `jobkinds`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
@@ -18,7 +19,7 @@ from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_
 from .constants import INDEX_FAILURE_COUNT_ANNOTATION, RESTART_ENV, RUN_AS_GROUP, RUN_AS_USER
 from .restarts import USER_EXIT_CODES
 from .jobs import outputs_record
-from .launch import launch_argv
+from .launch import launch_argv, trainers_per_worker
 from .spec import JobSpec
 
 SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
@@ -72,11 +73,25 @@ def literal(text: str) -> str:
     return text.replace("$", "$$")
 
 
+@functools.cache
+def relay_program() -> str:
+    """paddle_ext/trainer_logs.py's source: standard library only, so any worker image with
+    a Python runs it (`python -c`), ours or a user's, with or without paddle_ext."""
+    import importlib.resources  # (only a job's submit needs it)
+
+    return importlib.resources.files(__package__).joinpath("trainer_logs.py").read_text(encoding="utf-8")
+
+
 def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: str | None = None) -> list[str]:
-    """The launcher's command line with the user's command kept literal."""
+    """The launcher's command line with the user's command kept literal, run under the
+    trainer log relay (paddle_ext.trainer_logs): each trainer's lines reach the container's
+    output as they are printed, every local rank's, instead of the launcher's copy of local
+    rank 0's every ~2 s. The launcher and its arguments are unchanged."""
     argv = launch_argv(spec, master, rank, log_dir=LAUNCH_LOG_DIR, host=host)
     own = len(argv) - len(spec.command)
-    return argv[:own] + [literal(arg) for arg in argv[own:]]
+    launcher = argv[:own] + [literal(arg) for arg in argv[own:]]
+    ranks = str(trainers_per_worker(spec.gpus_per_worker))
+    return ["python", "-c", literal(relay_program()), LAUNCH_LOG_DIR, ranks, "--", *launcher]
 
 
 def restartable(spec: JobSpec) -> bool:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable
 if TYPE_CHECKING:
     import pathspec
 
-from .constants import OUTPUTS_FOLDER
+from .constants import CODE_MAX_BYTES, OUTPUTS_FOLDER
 from .errors import PaddleCloudError
 from .quantity import human_bytes
 
@@ -36,8 +36,7 @@ IGNORE_FILE = ".paddlecloudignore"
 # Outputs of earlier jobs (checkpoints, models) are not the code of the next one.
 ALWAYS_SKIPPED = frozenset({".git", ".ipynb_checkpoints", "__pycache__", OUTPUTS_FOLDER})
 ARCHIVE_NAME = "code.tar.gz"
-# A ConfigMap holds at most 1 MiB; leave room for the object around the archive.
-DEFAULT_MAX_BYTES = 768 * 1024
+DEFAULT_MAX_BYTES = CODE_MAX_BYTES  # (constants.py says why)
 # Folders this many times the cap are refused without reading them first.
 HOPELESS_FACTOR = 20
 # A folder that does not travel (it is run in place) is digested up to this size.

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import Config, LoggingConfigurable
 
-from ..constants import BACKEND_CONFIG_ENV, DATASETS_ENV, DEFAULT_MAX_RESTARTS, IMAGES_ENV, SITE_MAX_RESTARTS
+from ..constants import (BACKEND_CONFIG_ENV, CODE_MAX_BYTES, DATASETS_ENV, DEFAULT_MAX_RESTARTS, IMAGES_ENV,
+                         SITE_MAX_RESTARTS)
 from ..errors import InvalidRequest, NotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job
 from ..loglines import FrameworkFilter, chunk_lines, lines_chunk, prefix_chunk
 from ..spec import MAX_RESTARTS, JobSpec
-from ..workspace import DEFAULT_MAX_BYTES
 from .identity import current_user
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class JobBackend(LoggingConfigurable):
         evicted (a worker whose own code exits with an error is never restarted).""").tag(config=True)
     default_max_restarts = Integer(DEFAULT_MAX_RESTARTS, min=0, max=MAX_RESTARTS, help="""Restarts a job gets
         when it names none (capped at max_restarts).""").tag(config=True)
-    code_max_bytes = Integer(DEFAULT_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
+    code_max_bytes = Integer(CODE_MAX_BYTES, help="""Most a job's code snapshot may weigh, compressed. On
         Kubernetes without a shared workspace the snapshot travels in a ConfigMap, which holds at most
         1 MiB; a bigger folder is refused, naming its largest files.""").tag(config=True)
 

@@ -17,7 +17,7 @@ import dataclasses
 import json
 import os
 from decimal import Decimal
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
@@ -32,17 +32,22 @@ from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, a
 from ..jobkinds import JOB_KINDS, JobKind
 from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
                          outputs, runs_in_workspace)
-from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, parse_quota_rejection, quota_sources, report,
+from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, quota_sources, report,
                            resource_quota_terms, running_jobs_cap, running_jobs_refusal)
 from ..quota.queues import KUEUE_API_VERSION, never_fits, read_queue_annotation
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
-from ..workspace import CodeSnapshot, record_in_place, snapshot
 from .base import JobBackend, code_not_stored
-from .kubernetes_logs import WorkerLogs
 from .kubernetes_progress import related_events
 from .kubernetes_queue import KueueView
 from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
+
+# What only some commands need is imported where it is used, so that `paddlecloud list`
+# does not pay for it at start: the quota model (quota, submit's preflight), the code
+# snapshot (submit: tarfile, gzip) and the log reader (logs).
+if TYPE_CHECKING:
+    from ..quota.model import Effective, Limits, QuotaReport
+    from ..workspace import CodeSnapshot
 
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
@@ -50,6 +55,8 @@ DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 def user_error(exc: KubeApiError, action: str, namespace: str, gpu_resource: str = GPU_RESOURCE) -> PaddleCloudError:
     """What an API error means for the user who asked to `action` (e.g. 'list jobs')."""
     if exc.status == 403 and "exceeded quota" in exc.message:
+        from ..quota.model import parse_quota_rejection
+
         return QuotaExceeded(parse_quota_rejection(exc.message, gpu_resource))
     if exc.status in (401, 403):
         return Forbidden(f"You are not allowed to {action} in namespace '{namespace}' "
@@ -188,6 +195,8 @@ class KubernetesBackend(JobBackend):
     async def quota_checks(self) -> list[tuple[Limits, dict | None]]:
         """Each of the namespace's ResourceQuotas with the API server's own count, and the
         running-jobs cap (the quota service's annotation; not API-server enforced)."""
+        from ..quota.model import Limits, resource_quota_terms, running_jobs_cap
+
         quotas = await self._resource_quotas()
         if quotas is None:
             return []  # cannot read quotas: the API server still enforces them
@@ -243,6 +252,8 @@ class KubernetesBackend(JobBackend):
     def code_for(self, spec: JobSpec, workdir: str) -> CodeSnapshot:
         """The folder's snapshot: shipped with the job (refused over the cap), or, for a
         folder on the shared workspace, recorded and kept when small enough."""
+        from ..workspace import record_in_place, snapshot
+
         if runs_in_workspace(self.settings(spec, workdir)):
             return record_in_place(workdir, self.code_max_bytes)
         return snapshot(workdir, self.code_max_bytes)
@@ -496,6 +507,8 @@ class KubernetesBackend(JobBackend):
 
     def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
         """One worker's log (`WorkerLogs`)."""
+        from .kubernetes_logs import WorkerLogs
+
         logs = WorkerLogs(namespace=self.namespace, pods=self._pods, job_state=self.get, call=self._call,
                           stream=lambda path, params: self.api.stream(path, params),  # credentials on first use
                           log=self.log, retry_seconds=self.log_retry_seconds,
@@ -510,6 +523,8 @@ class KubernetesBackend(JobBackend):
         quota service recorded it), and what is in use (notebook pods included): the API
         server's own count where a quota limits a field, else the live pods' requests (a
         quota counts only what it limits, so usage must not vanish with a limit)."""
+        from ..quota.model import Effective, Limits, resource_quota_terms, running_jobs_cap
+
         quotas, pods = await asyncio.gather(self._resource_quotas(), self._live_pods())
         quotas = quotas or []
         ours = [quota for quota in quotas if quota["metadata"]["name"] == QUOTA_NAME] or quotas
@@ -525,6 +540,7 @@ class KubernetesBackend(JobBackend):
         return Effective(limits, sources), in_use
 
     async def quota(self) -> QuotaReport:
+
         effective, in_use = await self.quota_in_namespace()
         return report(self.user, effective, await self.list(), now(), in_use)
 

@@ -17,7 +17,6 @@ from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulab
 from ..jobkinds import INDEX_LABELS, JOB_KINDS, JobKind
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quantity import format_quantity, parse_quantity
-from ..quota.model import parse_quota_rejection
 from ..restarts import PEER_LOST_EXIT_CODE, exit_cause
 from ..spec import FIELDS as SPEC_FIELDS
 from ..spec import check_field
@@ -218,6 +217,8 @@ def quota_refusal(events: list[dict], gpu_resource: str) -> str | None:
     """The quota's refusal of the job's pods (the newest FailedCreate event), in words."""
     for event in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", reverse=True):
         if event.get("reason") == "FailedCreate" and "exceeded quota" in event.get("message", ""):
+            from ..quota.model import parse_quota_rejection  # (rarely needed: not at every command's start)
+
             return parse_quota_rejection(event["message"], gpu_resource)
     return None
 

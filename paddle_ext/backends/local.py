@@ -32,6 +32,7 @@ from ..quota.model import Effective, JobUsage, Limits, QuotaReport, report, reso
 from ..quota.store import LocalQuotaStore, lock_file
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
+from ..trainer_logs import DirectoryWatch
 from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
 from . import local_queue
@@ -132,7 +133,8 @@ class LocalBackend(JobBackend):
                               "resolve there). Default: the current folder at submit time.").tag(config=True)
     python = Unicode(help="Python interpreter that runs paddle.distributed.launch. Default: this one.").tag(config=True)
     stop_grace_seconds = Float(STOP_GRACE_SECONDS, help="Seconds a cancelled worker gets to exit before SIGKILL.").tag(config=True)
-    poll_interval = Float(0.05, help="Seconds between checks for new log lines when following.").tag(config=True)
+    poll_interval = Float(0.05, help="Seconds between checks for new log lines when following, where the "
+                          "system cannot tell when a file is written (no inotify).").tag(config=True)
     done_check_seconds = Float(0.2, help="When a followed log is quiet, seconds between checks whether the job "
                                "has ended.").tag(config=True)
     start_timeout_seconds = Float(30.0, help="Seconds each worker's supervisor gets to come up; a worker that "
@@ -360,7 +362,7 @@ class LocalBackend(JobBackend):
         environment = {key: value for key, value in os.environ.items() if key not in SERVER_SECRET_ENV}
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
-                               log_dir=os.path.join(job_dir, f"launch-{index}"), host="127.0.0.1")
+                               log_dir=files.launch_dir(job_dir, index), host="127.0.0.1")
             try:
                 await asyncio.to_thread(
                     subprocess.run,
@@ -563,22 +565,30 @@ class LocalBackend(JobBackend):
         else:
             for chunk in reader.chunks(final=not follow):
                 yield chunk
-        # Following: look at the file often (cheap), and whether the job ended less often.
-        looked = time.monotonic()
-        while follow:
-            got = False
-            for chunk in reader.chunks(final=False):
-                got = True
-                yield chunk
-            if got:
-                continue
-            if time.monotonic() - looked >= self.done_check_seconds:
-                if self._read(job.name).done:  # every process has exited: what is in the file is all
-                    for chunk in reader.chunks(final=True):
-                        yield chunk
-                    return
-                looked = time.monotonic()
-            await asyncio.sleep(self.poll_interval)
+        if not follow:
+            return
+        # Following: look at the file as soon as something in the job's folder is written
+        # (inotify; where there is none, every `poll_interval`), and whether the job ended
+        # at most every `done_check_seconds` while it is quiet.
+        watch = DirectoryWatch(self._job_dir(job.name))
+        try:
+            looked = time.monotonic()
+            while True:
+                got = False
+                for chunk in reader.chunks(final=False):
+                    got = True
+                    yield chunk
+                if got:
+                    continue
+                if time.monotonic() - looked >= self.done_check_seconds:
+                    if self._read(job.name).done:  # every process has exited: what is in the file is all
+                        for chunk in reader.chunks(final=True):
+                            yield chunk
+                        return
+                    looked = time.monotonic()
+                await written(watch, self.poll_interval if watch.fd is None else self.done_check_seconds)
+        finally:
+            watch.close()
 
     async def code_archive(self, name: str) -> bytes:
         job = self._read(name)
@@ -592,6 +602,25 @@ class LocalBackend(JobBackend):
         """The user's effective limits (unset = unlimited), where each comes from, what their
         running jobs use, and GPU-hours of the last 7 and 30 days."""
         return report(self.user, await self._effective_quota(), await self.list(), now())
+
+
+async def written(watch: DirectoryWatch, timeout: float) -> bool:
+    """Return once something in the watched folder is written (True), or after `timeout`
+    seconds (False); the events so far are forgotten: the caller reads the files next."""
+    if watch.fd is None:
+        await asyncio.sleep(timeout)
+        return False
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+    loop.add_reader(watch.fd, lambda: woken.done() or woken.set_result(None))
+    try:
+        await asyncio.wait_for(woken, timeout)
+        return True
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(watch.fd)
+        watch.drain()
 
 
 class LogReader:

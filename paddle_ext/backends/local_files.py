@@ -4,7 +4,9 @@
         job.json          spec, created time, working folder, environment, deadline (and
                           `admitted`, the time a queued job left the queue)
         worker-<i>.json   the supervisor's pid (= process group id)
-        worker-<i>.log    everything worker i printed
+        worker-<i>.log    everything worker i printed: its launcher's own messages, and each
+                          trainer's lines as written (paddle_ext.trainer_logs)
+        launch-<i>/       the launcher's --log_dir (workerlog.J: what trainer J printed); launch-<i>.attempt-<n>/ after a restart
         worker-<i>.exit   {"exit_code": N, "finished": ISO time}
         failed            the first worker that failed, and its exit code (none if it never
                           started; then a message says why)
@@ -48,6 +50,12 @@ def worker_file(job_dir: str, index: int) -> str:
 
 def log_path(job_dir: str, index: int) -> str:
     return os.path.join(job_dir, f"worker-{index}.log")
+
+
+def launch_dir(job_dir: str, index: int, attempt: int = 0) -> str:
+    """Worker `index`'s launcher --log_dir in `attempt` (0 first): its trainers write
+    workerlog.J there, a folder of their own in each attempt."""
+    return os.path.join(job_dir, f"launch-{index}" if not attempt else f"launch-{index}.attempt-{attempt}")
 
 
 def exit_file(job_dir: str, index: int) -> str:

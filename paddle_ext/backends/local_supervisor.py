@@ -3,8 +3,10 @@
     python -m paddle_ext.backends.local_supervisor JOB_DIR INDEX -- ARGV...
 
 Forks into the background (so the Jupyter server never owns the process and can
-restart freely), becomes leader of a new process group, runs ARGV with output
-appended to `worker-INDEX.log`, and records the exit code in `worker-INDEX.exit`.
+restart freely), becomes leader of a new process group, runs ARGV (Paddle's
+launcher) with its messages appended to `worker-INDEX.log` and every trainer's lines
+copied there as they are written (paddle_ext.trainer_logs: the launcher's own copy of
+local rank 0's output, every ~2 s, is left out), and records the exit code in `worker-INDEX.exit`.
 If the worker fails, it stops the other workers and, when the failure is worth a restart
 (paddle_ext.restarts) and the job's `max_restarts` allows, every worker's supervisor runs
 its command again as the next attempt (a marker line in each log says which and why);
@@ -30,6 +32,8 @@ from ..constants import RESTART_ENV
 from ..ports import free_port
 from ..restarts import decide, failure_message, may_be_a_consequence, restart_marker
 from ..timestamps import now_iso
+from ..launch import trainers_per_worker
+from ..trainer_logs import TrainerLogRelay
 from . import local_files as files
 
 TYPE_CHECKING = False  # (typing itself stays out of a supervisor's start)
@@ -172,21 +176,28 @@ def ended_by_user(job_dir: str) -> bool:
 
 
 def run_attempt(job_dir: str, index: int, argv: list[str], meta: dict, attempt: int, log) -> int | None:
-    """Run the worker's command once, as attempt `attempt`; its exit code (None: it could not
-    start, and the job is marked failed). Nothing it started outlives it."""
+    """Run the worker's command once, as attempt `attempt`, its trainers' lines relayed into
+    the log as they are written; its exit code (None: it could not start, and the job is
+    marked failed). Nothing it started outlives it."""
     env = {**os.environ, **meta.get("env", {}), RESTART_ENV: str(attempt)}
+    launch_dir = files.launch_dir(job_dir, index, attempt)  # each attempt's trainers write afresh
+    argv = with_option(argv, "--log_dir", launch_dir)
+    ranks = trainers_per_worker((meta.get("spec") or {}).get("gpus_per_worker", 0))
+    relay = TrainerLogRelay(launch_dir, ranks, log.fileno())
     try:
         child = subprocess.Popen(
             argv, cwd=meta.get("workdir") or None, env=env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=subprocess.DEVNULL, stderr=log,  # its stdout is its late copy of rank 0's lines
             preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
         )
     except Exception as exc:  # noqa: BLE001 (OSError, or what exec refuses: the job must still end)
+        relay.stop()
         log.write(f"paddlecloud: could not start worker {index}: {exc}\n".encode(errors="replace"))
         files.write_exit(job_dir, index, 127)
         files.mark_failed(job_dir, index, 127, f"Worker {index} could not start: {exc}.")
         stop_other_workers(job_dir, index)
         return None
+    relay.start()  # after the fork: no thread of ours runs while it happens (it reads from the start)
     timeout = None
     if meta.get("deadline"):
         timeout = max(meta["deadline"] - time.time(), 0.1)
@@ -202,16 +213,22 @@ def run_attempt(job_dir: str, index: int, argv: list[str], meta: dict, attempt: 
             child.kill()
             code = child.wait()
         stop_other_workers(job_dir, index)
-    stop_strays()
+    stop_strays()  # no trainer writes any more: what the relay copies now is the last of it
+    relay.stop()
     return code
+
+
+def with_option(argv: list[str], option: str, value: str) -> list[str]:
+    """The launcher's command line with `option`'s value replaced (when it has the option)."""
+    argv = list(argv)
+    if option in argv:
+        argv[argv.index(option) + 1] = value
+    return argv
 
 
 def with_master(argv: list[str], master: str) -> list[str]:
     """The launcher's command line with another rendezvous address (each attempt gets its own)."""
-    argv = list(argv)
-    if "--master" in argv:
-        argv[argv.index("--master") + 1] = master
-    return argv
+    return with_option(argv, "--master", master)
 
 
 def settle(job_dir: str, index: int, workers: int, attempt: int, max_restarts: int, code: int) -> dict | None:

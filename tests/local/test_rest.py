@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 import os
 import subprocess
 import sys
@@ -297,15 +298,18 @@ def test_what_workers_get_env_datasets_gpus_and_the_quota_by_value(server, tmp_p
         # Running jobs count up to now: 4 GPUs for 4.5 s make the first 0.01 GPU-hours.
         wait_for(lambda: gpus.api("GET", "/quota").json()["gpu_hours"]["7d"] > 0, 120,
                  "GPU-hours of the running job")
-        wait_for(lambda: len(probes(gpus.log(name).splitlines())) == 2, 120, "both workers' PROBE lines")
+        # every trainer's line while they run: 2 workers x 2 local ranks (not only local rank 0's)
+        wait_for(lambda: len(probes(gpus.log(name).splitlines())) == 4, 120, "all four trainers' PROBE lines")
         gate.open()
         held_until = time_now()
         final = gpus.wait_for(name, ("Succeeded",), timeout=120)
         after = time_now()
 
         workers = probes(gpus.log(name).splitlines())
-        assert set(workers) == {"[worker-0]", "[worker-1]"}, workers
+        assert set(workers) == {f"[worker-{i}] [local-rank-{j}]" for i in (0, 1) for j in (0, 1)}, workers
         for prefix, seen in workers.items():
+            worker, local_rank = (int(x) for x in re.findall(r"\d+", prefix))
+            assert seen["rank"] == str(2 * worker + local_rank), (prefix, seen["rank"])  # Paddle's global rank
             assert seen["argv"] == SHELL_WORDS, (prefix, seen["argv"])
             assert seen["cwd"] == str(workdir)
             assert {k: v for k, v in seen["env"].items() if k.startswith("PROBE_")} == {

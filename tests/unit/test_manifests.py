@@ -9,7 +9,7 @@ from catalogue import DATASETS
 from paddle_ext import manifests
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.jobkinds import job_objects
-from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, jobs_selector, label_selector
+from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, jobs_selector, label_selector, relay_program
 from paddle_ext.spec import JobSpec
 
 K8S_VERSION = "1.35.0"
@@ -50,7 +50,9 @@ def test_one_cpu_worker_whole_objects():
                     "containers": [{
                         "name": "paddle",
                         "image": "paddle:3.3.1-cpu",
-                        "command": ["python", "-m", "paddle.distributed.launch", "--master", "tiny-0.tiny:36789",
+                        # the launcher under the trainer log relay (paddle_ext/trainer_logs.py, run from source)
+                        "command": ["python", "-c", relay_program(), "/tmp/paddlecloud-launch", "1", "--",
+                                    "python", "-m", "paddle.distributed.launch", "--master", "tiny-0.tiny:36789",
                                     "--nnodes", "1", "--rank", "$(JOB_COMPLETION_INDEX)", "--nproc_per_node", "1",
                                     "--job_id", "tiny", "--log_dir", "/tmp/paddlecloud-launch",
                                     "--host", "tiny-$(JOB_COMPLETION_INDEX).tiny", "python", "train.py"],

@@ -1,0 +1,217 @@
+"""Every trainer's output, live, from the files Paddle's launcher writes (standard library only).
+
+`python -m paddle.distributed.launch --log_dir DIR ...` runs each trainer (local rank J)
+with its output going to `DIR/workerlog.J`, and copies only `workerlog.0` to its own
+output, about every 2 seconds and at most 1,000 lines at a time: a `print` of the
+training loop would reach a follower seconds late, and the other local ranks' never.
+`TrainerLogRelay` follows every `workerlog.J` itself, woken by inotify as the trainers
+write (a short poll where inotify is missing), and writes each whole line to one output
+as soon as it is complete, prefixed `[local-rank-J] ` when the worker runs several
+trainers. The launcher is still what runs the trainers (its environment, rendezvous and
+restarts); only its copy of their output is left out (its standard output), its own
+messages (standard error) are kept.
+
+Pure standard library and no other module of the package, so that a worker that has
+only this file can run it: on Kubernetes each worker's container runs this very source as
+`python -c SOURCE LOG_DIR RANKS -- python -m paddle.distributed.launch ...`
+(paddle_ext.manifests.worker_command), whatever image the job uses; locally the worker's
+supervisor runs the relay (paddle_ext.backends.local_supervisor).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+
+TRAINER_LOG = "workerlog.{rank}"  # paddle.distributed.launch's collective controller
+LOCAL_RANK_PREFIX = "[local-rank-{rank}] "  # = paddle_ext.constants.LOCAL_RANK_PREFIX (this file runs standalone)
+READ_SIZE = 1 << 20
+IDLE_CHECK_SECONDS = 0.5  # inotify wakes us; this bounds a missed event (a queue overflow)
+POLL_SECONDS = 0.02  # without inotify
+
+_IN_MODIFY, _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x8, 0x80, 0x100
+
+
+def trainer_log(log_dir: str, rank: int) -> str:
+    return os.path.join(log_dir, TRAINER_LOG.format(rank=rank))
+
+
+class _Follow:
+    """One growing file: its offset and a partial last line."""
+
+    def __init__(self, path: str, prefix: bytes):
+        self.path, self.prefix = path, prefix
+        self.offset = 0
+        self.partial = b""
+
+    def take(self, final: bool) -> tuple[bytes, bool]:
+        """The whole lines of the next piece written since the last call (prefixed), with
+        `final` a last line without its newline too; and whether more is waiting (a long
+        burst is passed on a piece at a time, never read whole)."""
+        data = b""
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.offset:  # truncated (the launcher's --log_overwrite): from the start
+                    self.offset, self.partial = 0, b""
+                f.seek(self.offset)
+                data = f.read(READ_SIZE)
+        except FileNotFoundError:
+            pass
+        self.offset += len(data)
+        more = len(data) == READ_SIZE
+        final = final and not more
+        data = self.partial + data
+        cut = len(data) if final else data.rfind(b"\n") + 1
+        whole, self.partial = data[:cut], data[cut:]
+        if not whole:
+            return b"", more
+        if not whole.endswith(b"\n"):
+            whole += b"\n"
+        if self.prefix:
+            whole = self.prefix + whole[:-1].replace(b"\n", b"\n" + self.prefix) + b"\n"
+        return whole, more
+
+
+class DirectoryWatch:
+    """A directory's inotify descriptor, `fd` (None where the system has none, or the
+    user's inotify instances are used up: then callers poll)."""
+
+    def __init__(self, directory: str):
+        self.fd = None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return
+            if libc.inotify_add_watch(fd, os.fsencode(directory),
+                                      _IN_MODIFY | _IN_CLOSE_WRITE | _IN_MOVED_TO | _IN_CREATE) < 0:
+                os.close(fd)
+                return
+            self.fd = fd
+        except (OSError, AttributeError):
+            self.fd = None
+
+    def drain(self) -> None:
+        """Forget the events so far (the caller looks at the files itself)."""
+        if self.fd is None:
+            return
+        try:
+            while os.read(self.fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class TrainerLogRelay:
+    """Follows `workerlog.0 .. workerlog.{ranks-1}` in `log_dir` and writes their whole
+    lines to the file descriptor `out` (one write per batch of lines: appended atomically
+    next to what else writes there). `start()` runs it in a thread; `stop()` copies what
+    is left, a last line without a newline included, and returns once all is written."""
+
+    def __init__(self, log_dir: str, ranks: int, out: int):
+        os.makedirs(log_dir, exist_ok=True)
+        several = ranks > 1
+        self.files = [_Follow(trainer_log(log_dir, rank),
+                              LOCAL_RANK_PREFIX.format(rank=rank).encode() if several else b"")
+                      for rank in range(ranks)]
+        self.out = out
+        self._watch = DirectoryWatch(log_dir)
+        self._wake_r, self._wake_w = os.pipe()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="trainer-log-relay", daemon=True)
+
+    def pump(self, final: bool = False) -> int:
+        """Copy what is new in every file now; the bytes written."""
+        written = 0
+        for follow in self.files:
+            more = True
+            while more:
+                chunk, more = follow.take(final)
+                while chunk:
+                    n = os.write(self.out, chunk)
+                    written += n
+                    chunk = chunk[n:]
+        return written
+
+    def _run(self) -> None:
+        watched = [self._wake_r] + ([self._watch.fd] if self._watch.fd is not None else [])
+        timeout = IDLE_CHECK_SECONDS if self._watch.fd is not None else POLL_SECONDS
+        while not self._stopping:
+            try:
+                ready, _, _ = select.select(watched, [], [], timeout)
+            except InterruptedError:
+                continue
+            if self._watch.fd in ready:
+                self._watch.drain()
+            self.pump()
+
+    def start(self) -> TrainerLogRelay:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop following (the thread, if started) and copy what is left; closes what it opened."""
+        self._stopping = True
+        os.write(self._wake_w, b"x")
+        if self._thread.ident is not None:  # started
+            self._thread.join()
+        self.pump(final=True)
+        self._watch.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def run(log_dir: str, ranks: int, argv: list[str]) -> int:
+    """Run the launcher `argv` with every trainer's lines relayed to our standard output,
+    its own messages on our standard error and its copy of local rank 0's output left out;
+    the signals a container's stop sends are passed on to it (as the container's first
+    process we would otherwise ignore them). Its exit code, 128 + N for a signal N."""
+    children: list[subprocess.Popen] = []
+    early: list[int] = []  # a stop that came before the launcher did
+
+    def forward(received, _frame):
+        if children:
+            children[0].send_signal(received)
+        else:
+            early.append(received)
+
+    for signum in FORWARDED_SIGNALS:
+        signal.signal(signum, forward)
+    relay = TrainerLogRelay(log_dir, ranks, sys.stdout.fileno())
+    try:
+        children.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
+    except OSError as exc:
+        relay.stop()
+        print(f"paddlecloud: could not start {argv[0]}: {exc}", file=sys.stderr, flush=True)
+        return 127
+    relay.start()  # (after the fork: nothing of ours runs in another thread while it happens)
+    for received in early:
+        children[0].send_signal(received)
+    code = children[0].wait()
+    relay.stop()
+    return code if code >= 0 else 128 - code
+
+
+def main(args: list[str]) -> int:
+    if len(args) < 4 or args[2] != "--" or not args[1].isdigit():
+        print("usage: trainer_logs LOG_DIR RANKS -- LAUNCHER_ARGV...", file=sys.stderr)
+        return 2
+    return run(args[0], int(args[1]), args[3:])
+
+
+if __name__ == "__main__":  # also under `python -c SOURCE ...`
+    sys.exit(main(sys.argv[1:]))
