@@ -198,7 +198,10 @@ def test_a_job_that_may_restart_counts_lost_workers_not_the_users_errors():
     assert container["command"][:12] == [
         "python", "-m", "paddle_ext.worker", "--index", "$(JOB_COMPLETION_INDEX)", "--workers", "2",
         "--peer", "again-{i}.again", "--port", "36790", "--"]
-    assert container["command"][12:15] == ["python", "-m", "paddle.distributed.launch"]
+    relayed = container["command"][12:]  # the trainer log relay, then the launcher after its "--"
+    assert relayed[:2] == ["python", "-c"]
+    launcher = relayed[relayed.index("--") + 1:]
+    assert launcher[:3] == ["python", "-m", "paddle.distributed.launch"]
     assert {"name": "paddle-peers", "containerPort": 36790} in container["ports"]
     assert {"name": "PADDLECLOUD_RESTART", "valueFrom": {"fieldRef": {
         "fieldPath": "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"}}} in container["env"]
@@ -212,8 +215,7 @@ def test_a_job_that_may_restart_counts_lost_workers_not_the_users_errors():
     # Without restarts, the job is what it always was: any failure fails it.
     _, plain = job_objects(JobSpec(name="once", command=["python", "t.py"], max_restarts=0), settings())
     assert plain["spec"]["backoffLimit"] == 0 and "backoffLimitPerIndex" not in plain["spec"]
-    assert plain["spec"]["template"]["spec"]["containers"][0]["command"][:3] == [
-        "python", "-m", "paddle.distributed.launch"]
+    assert plain["spec"]["template"]["spec"]["containers"][0]["command"][:2] == ["python", "-c"]  # the relay, unwrapped
 
 
 def test_a_paddlejob_that_may_restart_uses_the_operators_exit_code_policy():
