@@ -1,4 +1,4 @@
-"""Skip or fail when the cluster or the real node cannot run on this machine.
+"""Skip or fail when the cluster, the real node or a real login server cannot run on this machine.
 
 Every test or fixture that would skip because the control-plane binaries, root, a tool or
 the kernel's features are missing goes through `skip_or_fail`: on a developer's machine it

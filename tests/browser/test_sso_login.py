@@ -12,10 +12,16 @@ import requests
 from playwright.sync_api import expect
 
 from labpage import SECOND
+from availability import skip_or_fail
 from oidcutil import ACCOUNTS, OIDCHub, missing
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900),
-              pytest.mark.skipif(bool(missing()), reason=missing() or "-")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _provider_available():
+    if missing():
+        skip_or_fail(missing())
 
 
 @pytest.fixture(scope="module")

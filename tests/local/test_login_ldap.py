@@ -12,13 +12,19 @@ import pytest
 import requests
 import yaml
 
+from availability import skip_or_fail
 from hubutil import LocalHub, login
 from ldaputil import PEOPLE_SEED, SUFFIX, Directory, missing_tools
 from loginvalues import hub_environment, readme_login_text, with_config
 from serverutil import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
-              pytest.mark.skipif(bool(missing_tools()), reason="slapd/ldap-utils missing: run `make login-deps`")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _slapd_available():
+    if missing_tools():
+        skip_or_fail(f"{', '.join(missing_tools())} missing: run `make login-deps`")
 
 PASSWORDS = {person.uid: person.password for person in PEOPLE_SEED}
 

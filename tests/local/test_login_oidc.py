@@ -12,11 +12,17 @@ import re
 import pytest
 import requests
 
+from availability import skip_or_fail
 from oidcutil import ACCOUNTS, OIDCHub, login_through_provider, missing
 from serverutil import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
-              pytest.mark.skipif(bool(missing()), reason=missing() or "-")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _provider_available():
+    if missing():
+        skip_or_fail(missing())
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from availability import skip_or_fail
+
 from ldaputil import missing_tools
 from oidcutil import missing
 from serverutil import wait_for
@@ -39,7 +41,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.parametrize("kind", START)
 def test_stopped_or_killed_with_the_test_a_login_server_leaves_nothing(kind, tmp_path):
     if UNAVAILABLE[kind]:
-        pytest.skip(f"{kind}: {UNAVAILABLE[kind]}")
+        skip_or_fail(f"{kind}: {UNAVAILABLE[kind]}")
     program = ("import sys\nfrom pathlib import Path\n" + START[kind] +
                "print(server.proc.pid, flush=True)\nif sys.argv[2] == 'stop':\n    server.stop()\n"
                "else:\n    sys.stdin.read()\n")
