@@ -55,6 +55,11 @@ def _normal(name: str) -> str:
     return name.lower().replace("_", "-")
 
 
+# Modules that run only inside a training script, under Paddle (the `paddle` extra): like the
+# examples, their `import paddle` is the script's, not the package's.
+RUNS_UNDER_PADDLE = {"checkpoint.py"}
+
+
 def imported_distributions(folder: Path, skip: tuple[str, ...] = ()) -> set[str]:
     """The distributions whose modules the package's code under `folder`, but not in its
     subfolders `skip`, imports (the examples are the users' code, run under Paddle)."""
@@ -64,7 +69,7 @@ def imported_distributions(folder: Path, skip: tuple[str, ...] = ()) -> set[str]
     owners = importlib.metadata.packages_distributions()
     found = set()
     for path in folder.rglob("*.py"):
-        if set(path.relative_to(folder).parts) & {"examples", *skip}:
+        if set(path.relative_to(folder).parts) & {"examples", *skip} or path.name in RUNS_UNDER_PADDLE:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
