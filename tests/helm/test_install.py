@@ -26,6 +26,10 @@ from serverutil import wait_for
 
 from helmlib import CHART, REPO, bin_dir, helm, kubectl, readme_section, readme_values, secret_data
 
+# pytest-randomly shuffles the modules and the tests in them; this module is one flow over one
+# release, so its tests run in the order written, where the shuffle put them (tests/conftest.py).
+STEPS_IN_ORDER = True
+
 NS = "paddlecloud"
 RELEASE = "pc"
 USER = "alice"
