@@ -120,8 +120,9 @@ test-browser: setup browser-deps login-deps
 	$(call tier,browser)
 
 # The chart (helm/paddlecloud-hub): lint, render and schema checks, server-side dry-run on the
-# test control plane, and (as root, with `make images`) helm install on the real node, used end to end.
-test-helm: setup cluster-deps
+# test control plane, and (as root, with `make images`) helm install on the real node, used end to end
+# (with an OpenID Connect login through the test provider: its node modules).
+test-helm: setup cluster-deps $(OIDC_PROVIDER)
 	$(call tier,helm,$(K8S_BIN_DIR))
 
 # values.schema.yaml (hand-written) -> values.schema.json (what helm reads).

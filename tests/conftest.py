@@ -19,6 +19,25 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT))
+    items[:] = steps_in_written_order(items)
+
+
+def steps_in_written_order(items: list) -> list:
+    """pytest-randomly shuffles modules and the tests inside each module. A module that is one
+    flow in steps over one installed thing (tests/helm/test_install.py: install, use, upgrade,
+    uninstall) says so with `STEPS_IN_ORDER = True`: its tests keep the places the shuffle gave
+    them, filled in the order they are written. Every other test keeps its shuffled place."""
+    result = list(items)
+    flows: dict[object, list[int]] = {}
+    for index, item in enumerate(items):
+        module = getattr(item, "module", None)
+        if getattr(module, "STEPS_IN_ORDER", False):
+            flows.setdefault(module, []).append(index)
+    for places in flows.values():
+        written = sorted((items[i] for i in places), key=lambda item: item.location[1])
+        for place, item in zip(places, written):
+            result[place] = item
+    return result
 
 
 @pytest.fixture

@@ -9,10 +9,13 @@ groups). `make login-deps` installs it (tests/oidc/node_modules).
 
 Everything (config, users file, log) lives under the folder given; the server is the test's own
 child, killed with the test process if that dies, and `stop()` ends it with tools/k8s/procutil.
+It listens on 127.0.0.1, or (the helm tier: the hub runs in a pod) on the real node's bridge
+address, which this machine and the node's pods both reach; never on any other address.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import shutil
@@ -37,6 +40,32 @@ MODULES = SERVER.parent / "node_modules" / "oidc-provider"
 CLIENT_ID = "paddlecloud-hub"
 
 
+TEST_NETWORK = ipaddress.ip_network("198.18.0.0/15")  # the real node's bridge and pods (tools/k8s/node_config.py)
+
+
+def allowed_host(host: str) -> bool:
+    """Whether the provider may listen on `host`: 127.0.0.1, or an address of the test network."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return str(address) == "127.0.0.1" or address in TEST_NETWORK
+
+
+# kube-apiserver's default --service-node-port-range: on the node's address, kube-proxy sends
+# a Service's node port to the Service, whoever listens there.
+NODE_PORTS = range(30000, 32768)
+
+
+def listen_port(host: str) -> int:
+    """A free port on `host`; on the node's address, none that a NodePort Service could take."""
+    for _ in range(100):
+        port = free_port(host)
+        if host == "127.0.0.1" or port not in NODE_PORTS:
+            return port
+    raise RuntimeError(f"no free port on {host} outside the node ports {NODE_PORTS.start}-{NODE_PORTS.stop - 1}")
+
+
 @dataclass
 class Account:
     password: str
@@ -55,10 +84,13 @@ def missing() -> str:
 class OIDCProvider:
     """`start()`, `stop()`, `url`, `client_secret`, `set_groups(name, groups)`; endpoints from discovery."""
 
-    def __init__(self, folder: Path, accounts: dict[str, Account], redirect_uri: str):
+    def __init__(self, folder: Path, accounts: dict[str, Account], redirect_uri: str, host: str = "127.0.0.1"):
+        if not allowed_host(host):
+            raise ValueError(f"the OIDC provider may listen on 127.0.0.1 or in {TEST_NETWORK}, not on {host}")
         self.folder = Path(folder).absolute()
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.host = host
+        self.port = listen_port(host)
+        self.url = f"http://{host}:{self.port}"
         self.client_secret = "test-client-secret-" + self.folder.name
         self.accounts = {name: Account(a.password, list(a.groups)) for name, a in accounts.items()}  # its own copy
         self.redirect_uri = redirect_uri
@@ -84,7 +116,7 @@ class OIDCProvider:
         self._write_users()
         config = self.folder / "provider.json"
         config.write_text(json.dumps({
-            "port": self.port, "issuer": self.url, "users_file": str(self.folder / "users.json"),
+            "host": self.host, "port": self.port, "issuer": self.url, "users_file": str(self.folder / "users.json"),
             "clients": [{"client_id": CLIENT_ID, "client_secret": self.client_secret,
                          "redirect_uris": [self.redirect_uri]}]}))
         log = open(self.folder / "provider.log", "ab")

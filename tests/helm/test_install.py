@@ -6,14 +6,16 @@ prepared by hand. The hub, the proxy, the notebook and the training workers are 
 images `make images` built, running as real pods (containerd, runc, CNI bridge,
 kube-proxy, CoreDNS). The test reaches the hub only through the proxy-public Service's
 NodePort at the address NOTES.txt prints, as a user would. One module, in order: install,
-log in, spawn, a 2-worker job, quota, RBAC, upgrade, uninstall. Clean-up (uninstall,
-namespaces) runs even when a step fails.
+log in, spawn, a 2-worker job, quota, RBAC, upgrade, OpenID Connect login (the README's block,
+against a real provider on the node's address), uninstall. Clean-up (uninstall, namespaces)
+runs even when a step fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -22,9 +24,18 @@ import pytest
 import requests
 import yaml
 
+from availability import skip_or_fail
+from loginvalues import readme_login_values, with_config
+from oidcutil import ACCOUNTS, OIDCProvider, login_through_provider
+from oidcutil import missing as oidc_missing
 from serverutil import wait_for
 
 from helmlib import CHART, REPO, bin_dir, helm, kubectl, readme_section, readme_values, secret_data
+from tools.k8s.node_config import NODE_IP
+
+# pytest-randomly shuffles the modules and the tests in them; this module is one flow over one
+# release, so its tests run in the order written, where the shuffle put them (tests/conftest.py).
+STEPS_IN_ORDER = True
 
 NS = "paddlecloud"
 RELEASE = "pc"
@@ -32,7 +43,8 @@ USER = "alice"
 ADMIN = "admin"
 USER_NS = f"paddlecloud-{USER}"
 HUB_SA = f"system:serviceaccount:{NS}:hub"
-NODE_IP = "198.18.0.1"
+SSO_USER = "bob"  # in the provider's groups vision and audio (tests/oidcutil.py ACCOUNTS); alice has her notebook
+SSO_USER_NS = f"paddlecloud-{SSO_USER}"
 TRAIN = (REPO / "paddle_ext" / "examples" / "train.py").read_text()
 SLEEPER = "import time\nfor i in range(900):\n    print('tick', i, flush=True)\n    time.sleep(1)\n"
 
@@ -84,6 +96,10 @@ class Deployment:
         response = session.post(f"{self.url}/hub/login", allow_redirects=False, timeout=60, data={
             "username": name, "password": self.password, "_xsrf": session.cookies.get("_xsrf")})
         assert response.status_code == 302, f"login as {name}: HTTP {response.status_code} {response.text[:300]}"
+        return self.keep(name, session)
+
+    def keep(self, name: str, session: requests.Session) -> requests.Session:
+        """Keep a logged-in session and an API token made with it, for `api(..., user=name)`."""
         token = session.post(f"{self.url}/hub/api/users/{name}/tokens", json={"note": "helm test"}, timeout=30,
                              headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")
                                       or session.cookies.get("_xsrf")})
@@ -95,6 +111,15 @@ class Deployment:
         kwargs.setdefault("timeout", 60)
         headers = {"Authorization": f"token {self.tokens[user]}", **kwargs.pop("headers", {})}
         return requests.request(method, f"{self.url}{path}", headers=headers, **kwargs)
+
+    def wait_for_server(self, user: str) -> dict:
+        """The user's default server once the hub says it is ready; fails if it stops while starting."""
+        def ready():
+            server = self.api("GET", f"/hub/api/users/{user}", user=user).json().get("servers", {}).get("")
+            assert server is not None, f"{user}'s server stopped while starting:\n" + self.diagnostics()
+            return server if server.get("ready") else None
+
+        return wait_for(what=f"{user}'s notebook", check=ready, timeout=300, interval=2)
 
     def job(self, name: str) -> dict:
         response = self.api("GET", f"/user/{USER}/paddle/api/jobs/{name}")
@@ -114,7 +139,7 @@ class Deployment:
         if failed:  # what the hub said, before it goes
             print("\n--- diagnostics after a failure ---\n" + self.diagnostics())
         self.helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "120s", check=False)
-        for namespace in (USER_NS, NS):
+        for namespace in (USER_NS, SSO_USER_NS, NS):
             self.k("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
         for kind in ("clusterrole", "clusterrolebinding", "validatingadmissionpolicy",
                      "validatingadmissionpolicybinding"):
@@ -185,13 +210,7 @@ def test_a_user_logs_in_spawns_a_notebook_and_runs_a_two_worker_job(deployment):
     t0 = time.monotonic()
     response = d.api("POST", f"/hub/api/users/{USER}/server")
     assert response.status_code in (201, 202), response.text
-
-    def ready():
-        server = d.api("GET", f"/hub/api/users/{USER}").json().get("servers", {}).get("")
-        assert server is not None, "the server stopped while starting:\n" + d.diagnostics()
-        return server.get("ready")
-
-    wait_for(what="alice's notebook", check=ready, timeout=300, interval=2)
+    d.wait_for_server(USER)
     print(f"notebook ready in {time.monotonic() - t0:.1f}s")
     notebook = d.pod(USER_NS, "component=singleuser-server")
     assert notebook["spec"]["nodeName"] == d.cluster.real_node_name
@@ -421,6 +440,80 @@ def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(
     # An admin cancels it through the quota service (its rights on users' jobs, pods and Services).
     cancel = d.api("DELETE", f"/services/quota/api/jobs/{USER}/keeps-running", user=ADMIN)
     assert cancel.status_code == 202 and cancel.json()["phase"] == "Cancelled", cancel.text
+
+
+@pytest.mark.timeout(900)  # a hub roll and a first spawn, each up to 300 s
+def test_oidc_login_through_the_providers_form_on_the_real_node_spawns_a_notebook(deployment, tmp_path):
+    """Issue 26's helm-tier item. The README's OpenID Connect block, added to the try-values as
+    the README says (`-f ... -f login-values.yaml`: the later file wins), upgraded into the
+    release; the provider's three URLs (example.org in the block) are a real OpenID Connect
+    provider (oidc-provider, tests/oidcutil.py) on the node's bridge address, which this test
+    (the browser) and the hub's pod both reach, and the client secret is in a Secret the admin
+    made (hub.secretEnv), not in values. Bob logs in through the provider's own form and gets a
+    notebook on the node; his groups from the provider are his hub groups; alice's admin group
+    makes her an admin; eve, in no allowed group, gets the page that says why."""
+    d = deployment
+    assert d.url, "the install step failed"
+    if oidc_missing():
+        skip_or_fail(f"OIDC login on the real node: {oidc_missing()}")
+    login = readme_login_values("oidc")
+    (secret_env,) = login["hub"]["secretEnv"]
+    callback = f"{d.url}/hub/oauth_callback"
+    provider = OIDCProvider(tmp_path / "provider", ACCOUNTS, callback, host=NODE_IP)
+    try:
+        provider.start()
+        values = with_config(login, "GenericOAuthenticator", oauth_callback_url=callback, **provider.endpoints())
+        login_values = d.workdir / "login-values.yaml"
+        login_values.write_text(yaml.safe_dump(values))
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                  "metadata": {"name": secret_env["secretName"], "namespace": NS},
+                  "stringData": {secret_env["key"]: provider.client_secret}}
+        d.k("apply", "-f", "-", input=json.dumps(secret))  # on stdin: the secret is in no command line
+        t0 = time.monotonic()
+        proc = d.helm("upgrade", RELEASE, str(CHART), "-n", NS, "-f", str(d.values), "-f", str(login_values),
+                      "--wait", "--timeout", "300s", check=False)
+        assert proc.returncode == 0, proc.stderr + d.diagnostics()
+        print(f"helm upgrade to OIDC --wait: {time.monotonic() - t0:.1f}s")
+        assert 'Log in with "generic-oauth".' in proc.stdout and "members of vision, audio;" in proc.stdout, proc.stdout
+        hub = d.pod(NS, "app.kubernetes.io/component=hub")["spec"]["containers"][0]
+        assert {"name": secret_env["name"], "valueFrom": {"secretKeyRef": {
+            "name": secret_env["secretName"], "key": secret_env["key"]}}} in hub["env"], hub["env"]
+
+        # Bob: the hub's login link, the provider's own form, back to the hub (which fetched the
+        # token and userinfo from the provider, from its pod, with the Secret's client secret).
+        session, answer = login_through_provider(d.url, SSO_USER, ACCOUNTS[SSO_USER].password)
+        assert answer.status_code == 200 and answer.url == f"{d.url}/hub/home", \
+            (answer.url, answer.status_code, answer.text[:500], provider.log_tail(), d.diagnostics())
+        d.keep(SSO_USER, session)
+        bob = d.api("GET", f"/hub/api/users/{SSO_USER}", user=SSO_USER).json()
+        assert sorted(bob["groups"]) == sorted(ACCOUNTS[SSO_USER].groups) and bob["admin"] is False, bob
+
+        t0 = time.monotonic()
+        response = d.api("POST", f"/hub/api/users/{SSO_USER}/server", user=SSO_USER)
+        assert response.status_code in (201, 202), response.text
+        d.wait_for_server(SSO_USER)
+        print(f"{SSO_USER}'s notebook ready in {time.monotonic() - t0:.1f}s")
+        notebook = d.pod(SSO_USER_NS, "component=singleuser-server")
+        assert notebook["spec"]["nodeName"] == d.cluster.real_node_name
+        listing = d.api("GET", f"/user/{SSO_USER}/api/contents", user=SSO_USER)
+        assert listing.status_code == 200, listing.text
+        assert "quickstart.ipynb" in {item["name"] for item in listing.json()["content"]}, listing.text
+
+        # Alice's group hub-admins (settings.admin_groups) makes her an admin at this login.
+        session, answer = login_through_provider(d.url, USER, ACCOUNTS[USER].password)
+        assert answer.status_code == 200 and answer.url == f"{d.url}/hub/home", (answer.url, answer.text[:500])
+        d.keep(USER, session)
+        alice = d.api("GET", f"/hub/api/users/{USER}").json()
+        assert alice["admin"] is True and sorted(alice["groups"]) == sorted(ACCOUNTS[USER].groups), alice
+
+        # Eve signs in at the provider but is in none of the allowed groups: refused, with a page that says why.
+        eve, answer = login_through_provider(d.url, "eve", ACCOUNTS["eve"].password)
+        assert answer.status_code == 403 and answer.url.startswith(callback), (answer.url, answer.status_code)
+        text = re.sub(r"\s+", " ", answer.text)
+        assert "in none of the groups that may use this hub (audio, vision)" in text, text[:2000]
+        assert eve.get(f"{d.url}/hub/api/user", timeout=60).status_code == 403
+    finally:
+        provider.stop()
 
 
 def test_uninstall_keeps_user_namespaces_and_homes_as_the_readme_says(deployment):

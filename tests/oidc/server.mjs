@@ -1,9 +1,11 @@
-// The OpenID Connect provider of the login tests: oidc-provider (OpenID Certified) on 127.0.0.1,
-// with a login page of its own that checks passwords, and a `groups` claim.
+// The OpenID Connect provider of the login tests: oidc-provider (OpenID Certified) on 127.0.0.1
+// (or the real node's bridge address, for the helm tier), with a login page of its own that
+// checks passwords, and a `groups` claim.
 //
 //   node server.mjs <config.json>
 //
-// config.json: {"port": 0 or a port, "issuer": "http://127.0.0.1:<port>",
+// config.json: {"host": "127.0.0.1" (default) or an address in 198.18.0.0/15, "port": 0 or a port,
+//               "issuer": "http://<host>:<port>",
 //               "clients": [{"client_id", "client_secret", "redirect_uris": [...]}],
 //               "users_file": "<users.json>"}
 // users.json:  {"<name>": {"password": "...", "groups": ["..."], "email": "..."}}, read at every
@@ -112,7 +114,8 @@ const server = createServer(async (req, res) => {
     return res.end(`This sign-in could not continue: ${err.message}. Start again from the hub.`);
   }
 });
-server.listen(config.port, '127.0.0.1', () => {
-  console.log(`listening http://127.0.0.1:${server.address().port}`);
+const host = config.host || '127.0.0.1';
+server.listen(config.port, host, () => {
+  console.log(`listening http://${host}:${server.address().port}`);
 });
 for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => server.close(() => process.exit(0)));

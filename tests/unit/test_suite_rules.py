@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -247,3 +249,22 @@ def test_real_node_skips_fail_when_the_run_requires_the_real_node(monkeypatch):
         skip_or_fail("real node: not root")
     with pytest.raises(pytest.fail.Exception, match="set together"):
         skip_cluster_allowed()
+
+
+def collected(path: str, seed: int) -> list[str]:
+    """The test ids of `path` in the order pytest (with pytest-randomly at `seed`) would run them."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "randomly",
+                           f"--randomly-seed={seed}", "--collect-only", "-q", path],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return [line.split("::", 1)[1] for line in proc.stdout.splitlines() if line.startswith(path + "::")]
+
+
+def test_a_module_of_steps_keeps_its_written_order_under_the_random_order():
+    """tests/helm/test_install.py is one flow (install ... uninstall) over one release: pytest-randomly
+    would shuffle its steps (seed 1 put uninstall before the spawn), STEPS_IN_ORDER keeps them written."""
+    path = "tests/helm/test_install.py"
+    written = re.findall(r"^def (test_\w+)\(", (REPO / path).read_text(), flags=re.M)
+    assert len(written) >= 7 and written[0].startswith("test_install") and written[-1].startswith("test_uninstall")
+    for seed in (1, 2):
+        assert collected(path, seed) == written
