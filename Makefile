@@ -72,10 +72,11 @@ include benchmarks/bench.mk
 test: setup browser-deps login-deps
 	$(MAKE) lint test-unit test-lab test-local test-cluster test-browser test-helm
 
-# The quick static tier, first: ruff's checks as configured in pyproject.toml (seconds). The
-# extension's TypeScript is type-checked by test-lab (tsc, noEmit).
+# The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
+# pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # Every pytest tier runs the same way: `$(call tier,NAME,EXTRA_PATH)`. A tier whose folder
 # holds no test file fails, and so does one where pytest collects nothing (its exit code

@@ -33,7 +33,7 @@ class Resources:
         return {"gpus": self.gpus, "cpu": format_quantity(self.cpu), "memory": format_quantity(self.memory, binary=True)}
 
     @classmethod
-    def of(cls, amounts: dict, gpu_resource: str = GPU_RESOURCE) -> Resources:
+    def of(cls, amounts: dict | None, gpu_resource: str = GPU_RESOURCE) -> Resources:
         """From a resources map such as {"cpu": "500m", "memory": "4Gi", "nvidia.com/gpu": "1"}."""
         amounts = amounts or {}
         return cls(int(parse_quantity(amounts.get(gpu_resource, "0"))), parse_quantity(amounts.get("cpu", "0")),

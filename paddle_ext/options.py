@@ -101,10 +101,10 @@ class JobOptions:
             value = getattr(spec, field)
             if value is not None and value > most:
                 problems[field] = f"must be at most {most} here (got {value})"
-        for field, most in (("cpu", self.max_cpu), ("memory", self.max_memory)):
-            value = getattr(spec, field)
-            if parse_quantity(value) > parse_quantity(most):
-                problems[field] = f"must be at most {most} per worker here (got {value})"
+        for field, largest in (("cpu", self.max_cpu), ("memory", self.max_memory)):
+            amount = getattr(spec, field)
+            if parse_quantity(amount) > parse_quantity(largest):
+                problems[field] = f"must be at most {largest} per worker here (got {amount})"
         offered = [image.name for image in self.images]
         if spec.image is not None and offered and spec.image not in offered:
             problems["image"] = f"'{spec.image}' is not offered here (choose one of: {', '.join(offered)})"

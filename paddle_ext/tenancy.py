@@ -173,7 +173,7 @@ def user_network_policies(ns: str, hub_namespace: str, hub_pod_labels: dict, pro
                 "spec": {"podSelector": selector, "policyTypes": [kind], kind.lower(): rules}}
 
     notebook_key, notebook_value = next(iter(NOTEBOOK_POD_LABELS.items()))
-    egress_rules = [
+    egress_rules: list[dict] = [
         {"to": [{"podSelector": {}}]},
         {"to": [hub], "ports": [{"protocol": "TCP", "port": hub_api_port}]},
         {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},

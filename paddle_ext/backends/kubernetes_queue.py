@@ -57,7 +57,8 @@ class KueueView:
 # ------------------------------------------------------------------ reading a Workload
 
 def conditions(obj: dict) -> dict[str, dict]:
-    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or () if isinstance(c, dict)}
+    return {str(c.get("type")): c for c in (obj.get("status") or {}).get("conditions") or ()
+            if isinstance(c, dict)}
 
 
 def holds(obj: dict, kind: str) -> bool:

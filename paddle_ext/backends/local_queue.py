@@ -131,13 +131,13 @@ def estimated_starts(queued: Sequence[Waiting], running: Sequence[Holder], room:
             holders.append(Holder(job.usage, moment + job.runtime if job.runtime else None))
         if not waiting:
             break
-        ending = [h for h in holders if h.ends is not None]
+        ending = [h.ends for h in holders if h.ends is not None]
         if not ending:
             unbounded = next((h.usage.name for h in holders if h.ends is None), "")
             for job in waiting:
                 result[job.usage.name] = unbounded
             break
-        moment = max(moment, min(h.ends for h in ending))
+        moment = max(moment, min(ending))
         holders = [h for h in holders if h.ends is None or h.ends > moment]
     return result
 
