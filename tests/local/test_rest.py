@@ -239,8 +239,8 @@ def test_model_fit_progress_of_a_real_paddle_run_becomes_metrics(server):
     assert not any("LAUNCH" in line or "FLAGS" in line for line in mine)
     assert len(everything) > len(mine) + 50 and any("LAUNCH INFO" in line for line in everything)
     assert server.api("GET", f"/jobs/{job['name']}").json()["progress"] == [
-        {"index": i, "step": "Finished", "detail": "Succeeded", "node": "", "number": 3, "of": 3,
-         "steps": ["Starting", "Running", "Finished"]} for i in (0, 1)]
+        {"index": i, "step": "Finished", "detail": "Succeeded", "node": "", "number": 4, "of": 4,
+         "steps": ["Queued", "Starting", "Running", "Finished"]} for i in (0, 1)]
 
 
 # Shell metacharacters: run through a shell, these would expand, run `touch` or redirect.
