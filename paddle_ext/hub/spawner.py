@@ -42,6 +42,7 @@ from .settings import HubSettings, dataset_claims, notebook_request, pod_rules
 _KUBE_API: KubeApi | None = None
 # JupyterHub.template_paths: the spawn page that lists the steps below in view.
 TEMPLATES = str(Path(__file__).with_name("templates"))
+REPLACE_ATTEMPTS = 5  # a cluster-wide object replaced while the API server updates its status
 
 
 def hub_kube_api() -> KubeApi:
@@ -181,9 +182,18 @@ class PaddleCloudSpawner(KubeSpawner):
 
     _pod_policy_ensured = False  # class-wide: once per hub process
 
+    _pod_policy_lock: asyncio.Lock | None = None  # concurrent first spawns write them once
+
     async def _ensure_pod_policy(self) -> None:
         if PaddleCloudSpawner._pod_policy_ensured or not self.user_pod_policy:
             return
+        if PaddleCloudSpawner._pod_policy_lock is None:
+            PaddleCloudSpawner._pod_policy_lock = asyncio.Lock()
+        async with PaddleCloudSpawner._pod_policy_lock:
+            if not PaddleCloudSpawner._pod_policy_ensured:
+                await self._write_pod_policies()
+
+    async def _write_pod_policies(self) -> None:
         admission = AdmissionregistrationV1Api(self.api.api_client)
         kinds = {"ValidatingAdmissionPolicy": (admission.create_validating_admission_policy,
                                                admission.read_validating_admission_policy,
@@ -206,9 +216,17 @@ class PaddleCloudSpawner(KubeSpawner):
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        current = await asyncio.wait_for(read(name), timeout)
-        body = {**body, "metadata": {**body["metadata"], "resourceVersion": current.metadata.resource_version}}
-        await asyncio.wait_for(replace(name, body), timeout)
+        # The API server writes a new policy's status (its type check) right after it is made,
+        # so a replace may lose that race (409): read again and retry.
+        for attempt in range(REPLACE_ATTEMPTS):
+            current = await asyncio.wait_for(read(name), timeout)
+            newer = {**body, "metadata": {**body["metadata"], "resourceVersion": current.metadata.resource_version}}
+            try:
+                await asyncio.wait_for(replace(name, newer), timeout)
+                return
+            except ApiException as exc:
+                if exc.status != 409 or attempt == REPLACE_ATTEMPTS - 1:
+                    raise
 
     async def _ensure_namespace(self):
         await run_all(super()._ensure_namespace(), self._ensure_service_policy(), self._ensure_pod_policy())
