@@ -73,6 +73,8 @@ class KubeHub(LocalHub):
             "PADDLECLOUD_DATASETS": json.dumps(DATASETS),
             "PADDLECLOUD_WORKER_IMAGES": json.dumps([{"name": IMAGE_REFS["worker"]}]),
             "PADDLECLOUD_GPU_TOLERATIONS": json.dumps([GPU_TOLERATION]),
+            # test_admission_policy.py's allowed class: the hub's pod policies apply to its namespaces too.
+            "PADDLECLOUD_ALLOWED_PRIORITY_CLASSES": "research-low",
             "PADDLECLOUD_DEFAULT_QUOTA": json.dumps({"gpus": 2, "cpu": "40", "memory": "200Gi", "pods": 20}),
             "PADDLECLOUD_QUOTA_SERVICE_PORT": str(self.quota_port),
         }
