@@ -34,6 +34,7 @@ if REPO not in sys.path:
 from tools.k8s.cluster import Cluster, cri_log_lines  # noqa: E402
 
 from paddle_ext.backends.kubernetes import KubernetesBackend  # noqa: E402
+from paddle_ext.cli import LIST_COLUMNS  # noqa: E402
 from paddle_ext.constants import JOB_LABEL  # noqa: E402
 from paddle_ext.kubeapi import without_managed_fields  # noqa: E402
 from paddle_ext.manifests import label_selector  # noqa: E402
@@ -255,7 +256,7 @@ def cli_section(bench: KwokBench, runs: int) -> Section:
                          for tool, entries in got.items()}
         ok_ours = results[case]["ours"]["ok"] and (
             "usage: paddlecloud" in results[case]["ours"]["out"] if case == "help"
-            else results[case]["ours"]["out"].split() == ["NAME", "PHASE", "WORKERS", "CREATED", "REASON", "MESSAGE"])
+            else results[case]["ours"]["out"].split() == list(LIST_COLUMNS))
         results[case]["ours"]["ok"] = ok_ours
         correct &= ok_ours and results[case]["kubectl"]["ok"]
         for tool, r in results[case].items():

@@ -37,6 +37,9 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+# `paddlecloud list`'s columns, in order (the benchmark checks an empty listing against them).
+LIST_COLUMNS = ("NAME", "PHASE", "WORKERS", "RESTARTS", "CREATED", "REASON", "MESSAGE")
+
 def _env_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -194,7 +197,7 @@ def _table(jobs: list[Job]) -> str:
     A queued job's message is where it stands in line."""
     from .progress import queue_detail
 
-    rows = [("NAME", "PHASE", "WORKERS", "RESTARTS", "CREATED", "REASON", "MESSAGE")]
+    rows = [LIST_COLUMNS]
     rows += [(j.name, str(j.phase), str(j.workers), str(j.restarts), j.created or "-", str(j.reason) or "-",
               _one_line(queue_detail(j.queue, brief=True) if j.queue else j.message, MESSAGE_WIDTH) or "-")
              for j in jobs]

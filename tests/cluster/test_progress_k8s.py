@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import kubernetes
 import pytest
 
 from cluster_helpers import GPU_TOLERATION, wait_for, wait_for_async
@@ -143,6 +144,19 @@ async def test_pods_the_quota_refuses_leave_workers_queued_with_the_quota_messag
         await jobs.close()
 
 
+def gpu_pods_on_kwok_nodes(cluster) -> list[str]:
+    """Live pods that hold GPUs on the KWOK nodes, cluster-wide (namespace/name)."""
+    api = kubernetes.config.new_client_from_config(config_file=cluster.kubeconfig)
+    try:
+        core = kubernetes.client.CoreV1Api(api)
+        kwok = {n.metadata.name for n in core.list_node(label_selector="type=kwok").items}
+        return [f"{p.metadata.namespace}/{p.metadata.name}" for p in core.list_pod_for_all_namespaces().items
+                if p.spec.node_name in kwok and p.status.phase not in ("Succeeded", "Failed")
+                and any("nvidia.com/gpu" in ((c.resources and c.resources.requests) or {}) for c in p.spec.containers)]
+    finally:
+        api.close()
+
+
 async def test_cli_status_shows_the_steps(cluster, namespace):
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes"}
 
@@ -152,6 +166,10 @@ async def test_cli_status_shows_the_steps(cluster, namespace):
         assert result.returncode == 0, result.stderr
         return result
 
+    # The placement below needs both KWOK GPU nodes free: earlier tests' GPU pods (in any
+    # order) may still be going away with their namespaces.
+    await asyncio.to_thread(lambda: wait_for(lambda: not gpu_pods_on_kwok_nodes(cluster), timeout=300, interval=1,
+                                             what="the KWOK GPU nodes to be free"))
     jobs = backend(cluster, namespace, pod_annotations={COMPLETE_AFTER: "5m"})
     try:
         await jobs.submit(JobSpec(name="big", command=["python", "t.py"], workers=3, gpus_per_worker=8))
