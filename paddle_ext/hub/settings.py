@@ -345,7 +345,7 @@ def pod_rules(settings: HubSettings) -> PodRules:
     return PodRules(gpu_resource=settings.gpu_resource,
                     tolerations=tuple(dict(t) for t in (*settings.gpu_tolerations, *settings.allowed_tolerations)),
                     priority_classes=tuple(settings.allowed_priority_classes), dataset_claims=tuple(claims),
-                    queue_required=bool(settings.queue_name))
+                    queue_required=bool(settings.queue_name or settings.kueue_enabled))
 
 
 def dataset_claims(settings: HubSettings, namespace: str) -> list[dict]:
