@@ -103,8 +103,39 @@ def pods_in_use(pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> dict[str,
     return {"gpus": Decimal(held.gpus), "cpu": held.cpu, "memory": held.memory, "pods": Decimal(len(live))}
 
 
-def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE) -> int:
-    """The most GPUs any one schedulable node has free."""
+UNSCHEDULABLE_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """Whether one toleration covers one taint, as the scheduler matches them."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if not toleration.get("key"):  # an empty key with Exists tolerates every taint
+        return toleration.get("operator") == "Exists"
+    if toleration["key"] != taint.get("key"):
+        return False
+    return toleration.get("operator") == "Exists" or toleration.get("value", "") == taint.get("value", "")
+
+
+def node_accepts(node: dict, pod_spec: dict) -> bool:
+    """Whether a pod with this spec may be placed on the node: its nodeSelector matches the
+    node's labels and its tolerations cover the node's NoSchedule/NoExecute taints (resources
+    aside; node affinity is not read)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if any(labels.get(key) != value for key, value in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    tolerations = pod_spec.get("tolerations") or []
+    return all(any(tolerates(t, taint) for t in tolerations)
+               for taint in (node.get("spec") or {}).get("taints") or []
+               if taint.get("effect") in UNSCHEDULABLE_TAINT_EFFECTS)
+
+
+def max_free_gpus(nodes: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE,
+                  pod_spec: dict | None = None) -> int:
+    """The most GPUs any one schedulable node has free; with `pod_spec`, among the nodes that
+    pod may be placed on (its node selector and tolerations)."""
+    if pod_spec is not None:
+        nodes = [node for node in nodes if node_accepts(node, pod_spec)]
     return max([0, *(n.free_gpus for n in node_usage(nodes, pods, gpu_resource) if n.schedulable)])
 
 

@@ -400,15 +400,16 @@ class KubernetesBackend(JobBackend):
                                        for object_name in wanted))
         return [event for events in found for event in events]
 
-    async def _max_free_gpus(self) -> int | None:
-        """Free GPUs on the emptiest node, if this account may read nodes (often it may not)."""
+    async def _max_free_gpus(self, pod_spec: dict) -> int | None:
+        """Free GPUs on the emptiest node a pod with `pod_spec` may use, if this account may
+        read nodes (often it may not)."""
         try:
             nodes = await self._call("list nodes", "get", api_path("v1", "nodes"))
             pods = await self._call("list pods", "get", api_path("v1", "pods"),
                                     fieldSelector=LIVE_PODS_SELECTOR)
         except (Forbidden, BackendUnavailable):
             return None
-        return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource)
+        return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource, pod_spec)
 
     async def get(self, name: str) -> Job:
         if not is_job_name(name):  # e.g. '..' or 'a/b' from a URL must never become an API path
@@ -417,8 +418,9 @@ class KubernetesBackend(JobBackend):
         events = related_events(name, pods, await self._job_events(name, job, pods))
         kueue = await self._kueue_view([job])
         result = await self._settle(job, pods, events, kueue)
-        if result.reason == "Unschedulable":
-            free = await self._max_free_gpus()
+        waiting = next((pod for pod in pods if not (pod.get("spec") or {}).get("nodeName")), None)
+        if result.reason == "Unschedulable" and waiting is not None:
+            free = await self._max_free_gpus(waiting["spec"])
             if free is not None:
                 result = job_from_objects(job, pods, events, kind=self.kind, max_free_gpus=free,
                                           gpu_resource=self.gpu_resource, kueue=kueue)

@@ -9,13 +9,13 @@ which skip (one line) where this machine cannot run the real node (fail in CI).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 
-import kubernetes
 import pytest
 
 from cluster_helpers import GPU_TOLERATION, wait_for, wait_for_async
@@ -25,6 +25,7 @@ from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.jobkinds import job_objects
 from paddle_ext.manifests import ManifestSettings
 from paddle_ext.spec import JobSpec
+from tools.k8s.cluster import GPU_TAINT, node_manifest
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
 REAL_WORKER_IMAGE = os.environ.get("PADDLECLOUD_TEST_WORKER_IMAGE", "docker.io/paddlecloud/paddle-worker:3.3.1-cpu")
@@ -144,20 +145,28 @@ async def test_pods_the_quota_refuses_leave_workers_queued_with_the_quota_messag
         await jobs.close()
 
 
-def gpu_pods_on_kwok_nodes(cluster) -> list[str]:
-    """Live pods that hold GPUs on the KWOK nodes, cluster-wide (namespace/name)."""
-    api = kubernetes.config.new_client_from_config(config_file=cluster.kubeconfig)
+@contextlib.contextmanager
+def own_gpu_nodes(core_v1, owner: str, count: int):
+    """`count` KWOK GPU nodes (8 GPUs each) that only pods selecting and tolerating
+    `paddlecloud.io/test-node=<owner>` use, so other tests' GPU pods (in any order, still
+    going away with their namespaces) cannot take them; deleted afterwards. Yields the
+    (node selector, toleration) to place pods there."""
+    mark = {"key": "paddlecloud.io/test-node", "value": owner, "effect": "NoSchedule"}
+    names = [f"{owner}-gpu-{i}" for i in range(count)]
+    for name in names:
+        node = node_manifest(name, taints=[GPU_TAINT, mark])
+        node["metadata"]["labels"][mark["key"]] = owner
+        core_v1.create_node(node)
     try:
-        core = kubernetes.client.CoreV1Api(api)
-        kwok = {n.metadata.name for n in core.list_node(label_selector="type=kwok").items}
-        return [f"{p.metadata.namespace}/{p.metadata.name}" for p in core.list_pod_for_all_namespaces().items
-                if p.spec.node_name in kwok and p.status.phase not in ("Succeeded", "Failed")
-                and any("nvidia.com/gpu" in ((c.resources and c.resources.requests) or {}) for c in p.spec.containers)]
+        wait_for(lambda: all(any(c.type == "Ready" and c.status == "True" for c in core_v1.read_node(name).status.conditions or [])
+                             for name in names), timeout=60, what=f"KWOK nodes {names} ready")
+        yield {mark["key"]: owner}, {**mark, "operator": "Equal"}
     finally:
-        api.close()
+        for name in names:
+            core_v1.delete_node(name)
 
 
-async def test_cli_status_shows_the_steps(cluster, namespace):
+async def test_cli_status_shows_the_steps(cluster, core_v1, namespace):
     env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes"}
 
     def cli(*args):
@@ -166,16 +175,17 @@ async def test_cli_status_shows_the_steps(cluster, namespace):
         assert result.returncode == 0, result.stderr
         return result
 
-    # The placement below needs both KWOK GPU nodes free: earlier tests' GPU pods (in any
-    # order) may still be going away with their namespaces.
-    await asyncio.to_thread(lambda: wait_for(lambda: not gpu_pods_on_kwok_nodes(cluster), timeout=300, interval=1,
-                                             what="the KWOK GPU nodes to be free"))
-    jobs = backend(cluster, namespace, pod_annotations={COMPLETE_AFTER: "5m"})
-    try:
-        await jobs.submit(JobSpec(name="big", command=["python", "t.py"], workers=3, gpus_per_worker=8))
-    finally:
-        await jobs.close()
+    with own_gpu_nodes(core_v1, namespace, 2) as (selector, toleration):
+        jobs = backend(cluster, namespace, pod_annotations={COMPLETE_AFTER: "5m"}, gpu_node_selector=selector,
+                       gpu_tolerations=[GPU_TOLERATION, toleration])
+        try:
+            await jobs.submit(JobSpec(name="big", command=["python", "t.py"], workers=3, gpus_per_worker=8))
+        finally:
+            await jobs.close()
+        await check_two_placed_one_waiting(cli)
 
+
+async def check_two_placed_one_waiting(cli):
     # two workers fit (8 GPUs per node, 2 nodes); the third waits
     def placed():
         result = json.loads(cli("status", "big", "--json").stdout)

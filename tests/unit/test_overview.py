@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from decimal import Decimal
 
-from paddle_ext.capacity import Resources, max_free_gpus, node_usage, pod_requests, pods_in_use, total
+from paddle_ext.capacity import Resources, max_free_gpus, node_accepts, node_usage, pod_requests, pods_in_use, total
 from paddle_ext.hub.overview import age_text, group_gpu_hours, job_row, overview
 from paddle_ext.jobs import Job, Phase
 
@@ -38,6 +38,27 @@ def test_node_usage_counts_live_pods_requests():
                             "used": {"gpus": 6, "cpu": "10.5", "memory": "69Gi"}}
     assert max_free_gpus(nodes, pods, "nvidia.com/gpu") == 2
     assert max_free_gpus([node("c", unschedulable=True)], [], "nvidia.com/gpu") == 0
+
+
+def test_the_most_free_gpus_count_only_nodes_the_waiting_pod_may_use():
+    gpu_taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    team = {"metadata": {"name": "team", "labels": {"pool": "team"}}, "spec": {"taints": [gpu_taint]},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    other = {"metadata": {"name": "other", "labels": {"pool": "other"}}, "spec": {"taints": [gpu_taint]},
+             "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+    pods = [pod("team", gpus=6)]
+    tolerating = {"nodeSelector": {"pool": "team"}, "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    assert max_free_gpus([team, other], pods) == 8
+    assert max_free_gpus([team, other], pods, pod_spec=tolerating) == 2
+    assert max_free_gpus([team, other], pods, pod_spec={"nodeSelector": {"pool": "team"}}) == 0  # taint not tolerated
+    assert node_accepts(team, {"tolerations": [{"operator": "Exists"}]})
+    assert node_accepts(team, {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+                                                "effect": "NoSchedule"}]})
+    assert not node_accepts(team, {"tolerations": [{"key": "nvidia.com/gpu", "value": "absent"}]})
+    assert not node_accepts(team, {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                    "effect": "NoExecute"}]})
+    prefer = {**team, "spec": {"taints": [{**gpu_taint, "effect": "PreferNoSchedule"}]}}
+    assert node_accepts(prefer, {})
 
 
 def test_an_init_container_larger_than_the_containers_counts():
