@@ -15,16 +15,10 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from serverutil import die_with_parent, free_port, wait_for
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-from tools.k8s import procutil  # noqa: E402
+from serverutil import ChildServer, free_port, wait_for
 
 SLAPD = "/usr/sbin/slapd"
 SCHEMA_DIR = Path("/etc/ldap/schema")
@@ -68,15 +62,17 @@ def _run(args: list[str], input: str | None = None) -> str:
     return done.stdout
 
 
-class Directory:
+class Directory(ChildServer):
     """One slapd with the seeded tree; `url`, `manager_password`, `start()`, `stop()`."""
 
+    label = "slapd"
+    log_name = "slapd.log"
+
     def __init__(self, folder: Path):
-        self.folder = Path(folder).absolute()
+        super().__init__(folder)
         self.port = free_port()
         self.url = f"ldap://127.0.0.1:{self.port}"
         self.manager_password = "manager-ldap-pw"
-        self.proc: subprocess.Popen | None = None
 
     # --- files ------------------------------------------------------------------------
 
@@ -133,17 +129,11 @@ access to * by * read
         # (it opens that database) and turns it into the cn=config folder slapd runs from
         _run(["/usr/sbin/slapadd", "-f", str(conf), "-b", SUFFIX, "-l", str(seed)])
         _run(["/usr/sbin/slaptest", "-f", str(conf), "-F", str(self.folder / "slapd.d")])
-        log = open(self.folder / "slapd.log", "ab")
         # -d: stay in the foreground (our child, stopped by us); stats: one line per operation
-        self.proc = subprocess.Popen(
-            [SLAPD, "-d", "stats", "-F", str(self.folder / "slapd.d"), "-h", f"{self.url}/"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
-        log.close()
-        procutil.CHILDREN[self.proc.pid] = self.proc
+        self.spawn([SLAPD, "-d", "stats", "-F", str(self.folder / "slapd.d"), "-h", f"{self.url}/"])
 
         def answering() -> bool:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"slapd exited with {self.proc.returncode}:\n{self.log_tail()}")
+            self.check_alive()
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=2).close()
             except OSError:
@@ -152,21 +142,6 @@ access to * by * read
 
         wait_for(answering, timeout, f"slapd to listen on {self.url}", interval=0.2)
         return self
-
-    def stop(self) -> None:
-        """End slapd (TERM, then KILL) and remove its folder; RuntimeError if it would not end."""
-        if self.proc is not None:
-            left = procutil.kill_and_wait([self.proc.pid], timeout=15)
-            procutil.CHILDREN.pop(self.proc.pid, None)
-            if left:
-                raise RuntimeError(f"slapd (pid {self.proc.pid}) still runs after SIGKILL")
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return (self.folder / "slapd.log").read_text(errors="replace")[-chars:]
-        except FileNotFoundError:
-            return "(no slapd log)"
 
     # --- the directory admin's changes -----------------------------------------------------
 

@@ -19,21 +19,15 @@ import ipaddress
 import json
 import re
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
 
+from availability import skip_or_fail
 from hubutil import LocalHub
 from loginvalues import hub_environment, readme_login_values, with_config
-from serverutil import die_with_parent, free_port, wait_for
-
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-from tools.k8s import procutil  # noqa: E402
+from serverutil import ChildServer, free_port, wait_for
 
 SERVER = Path(__file__).resolve().parent / "oidc" / "server.mjs"
 MODULES = SERVER.parent / "node_modules" / "oidc-provider"
@@ -81,20 +75,22 @@ def missing() -> str:
     return ""
 
 
-class OIDCProvider:
+class OIDCProvider(ChildServer):
     """`start()`, `stop()`, `url`, `client_secret`, `set_groups(name, groups)`; endpoints from discovery."""
+
+    label = "the OIDC provider"
+    log_name = "provider.log"
 
     def __init__(self, folder: Path, accounts: dict[str, Account], redirect_uri: str, host: str = "127.0.0.1"):
         if not allowed_host(host):
             raise ValueError(f"the OIDC provider may listen on 127.0.0.1 or in {TEST_NETWORK}, not on {host}")
-        self.folder = Path(folder).absolute()
+        super().__init__(folder)
         self.host = host
         self.port = listen_port(host)
         self.url = f"http://{host}:{self.port}"
         self.client_secret = "test-client-secret-" + self.folder.name
         self.accounts = {name: Account(a.password, list(a.groups)) for name, a in accounts.items()}  # its own copy
         self.redirect_uri = redirect_uri
-        self.proc: subprocess.Popen | None = None
         self.discovery: dict = {}
 
     def _write_users(self) -> None:
@@ -119,15 +115,10 @@ class OIDCProvider:
             "host": self.host, "port": self.port, "issuer": self.url, "users_file": str(self.folder / "users.json"),
             "clients": [{"client_id": CLIENT_ID, "client_secret": self.client_secret,
                          "redirect_uris": [self.redirect_uri]}]}))
-        log = open(self.folder / "provider.log", "ab")
-        self.proc = subprocess.Popen(["node", str(SERVER), str(config)], cwd=SERVER.parent, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
-        log.close()
-        procutil.CHILDREN[self.proc.pid] = self.proc
+        self.spawn(["node", str(SERVER), str(config)], cwd=SERVER.parent)
 
         def discovered() -> dict | None:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the OIDC provider exited with {self.proc.returncode}:\n{self.log_tail()}")
+            self.check_alive()
             try:
                 response = requests.get(self.url + "/.well-known/openid-configuration", timeout=5)
             except requests.RequestException:
@@ -136,20 +127,6 @@ class OIDCProvider:
 
         self.discovery = wait_for(discovered, timeout, f"the OIDC provider at {self.url}", interval=0.2)
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            left = procutil.kill_and_wait([self.proc.pid], timeout=15)
-            procutil.CHILDREN.pop(self.proc.pid, None)
-            if left:
-                raise RuntimeError(f"the OIDC provider (pid {self.proc.pid}) still runs after SIGKILL")
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return (self.folder / "provider.log").read_text(errors="replace")[-chars:]
-        except FileNotFoundError:
-            return "(no provider log)"
 
     def endpoints(self) -> dict[str, str]:
         """GenericOAuthenticator's three URLs, from the provider's discovery document."""
@@ -193,6 +170,20 @@ class OIDCHub(LocalHub):
         (secret,) = self.values["hub"]["secretEnv"]
         return {**super().environment(), **hub_environment(self.values, self.config_file),
                 secret["name"]: self.provider.client_secret}
+
+
+def running_oidc_hub(tmp_path_factory, name: str):
+    """A module fixture's body: an OIDCHub started in a fresh folder, stopped and checked for
+    tracebacks after the module; skips (fails, under PADDLECLOUD_REQUIRE_REAL_NODE=1) where
+    the provider cannot run. Use as `yield from running_oidc_hub(tmp_path_factory, "x")`."""
+    if missing():
+        skip_or_fail(missing())
+    hub = OIDCHub(tmp_path_factory.mktemp(name) / "paddlecloud")
+    try:
+        hub.start()
+        yield hub
+    finally:
+        hub.stop_and_check()
 
 
 def login_through_provider(hub_url: str, name: str, password: str) -> tuple[requests.Session, requests.Response]:

@@ -11,7 +11,9 @@
   `tracebacks(log)`: errors a server or hub logged (asserted empty when it stops);
 - `Gate`: a file a test job waits for, so "while the job runs" is a condition the test
   holds, not a race against the machine's speed (tests/local/scripts/ticker.py --until);
-- `JupyterServer`: a real Jupyter server with the paddle_ext extension, and `sse_events`.
+- `JupyterServer`: a real Jupyter server with the paddle_ext extension, and `sse_events`;
+- `ChildServer`: the base of the other real servers a test runs as its own child (slapd,
+  the OIDC provider): start with a log, fail fast if it exits, stop, log tail.
 
 hubutil.py (the local JupyterHub, login) and browser/labpage.py (pages) build on these.
 """
@@ -24,6 +26,7 @@ import inspect
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +39,11 @@ import psutil
 import requests
 
 from paddle_ext.ports import free_port  # noqa: F401 (the tests' one way to get a port)
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tools.k8s import procutil  # noqa: E402
 
 T = TypeVar("T")
 
@@ -82,6 +90,47 @@ def die_with_parent() -> None:
     """preexec_fn for a server a test starts (slapd, the OIDC provider): the kernel kills it
     when the test process dies, even by SIGKILL, so nothing is left behind."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class ChildServer:
+    """A server the test runs as its own child in `folder`, its output in `folder/<log_name>`:
+    the kernel kills it if the test process dies, and `stop()` ends it (TERM, then KILL) and
+    removes the folder. Subclasses set `label` and `log_name` and call `spawn()` and
+    `check_alive()` (in their readiness check)."""
+
+    label = "the server"
+    log_name = "server.log"
+
+    def __init__(self, folder: Path | str):
+        self.folder = Path(folder).absolute()
+        self.proc: subprocess.Popen | None = None
+
+    def spawn(self, command: list[str], cwd: Path | str | None = None) -> None:
+        log = open(self.folder / self.log_name, "ab")
+        self.proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=die_with_parent)
+        log.close()
+        procutil.CHILDREN[self.proc.pid] = self.proc
+
+    def check_alive(self) -> None:
+        """RuntimeError with the log's tail if the server has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.label} exited with {self.proc.returncode}:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """End the server (TERM, then KILL) and remove its folder; RuntimeError if it would not end."""
+        if self.proc is not None:
+            left = procutil.kill_and_wait([self.proc.pid], timeout=15)
+            procutil.CHILDREN.pop(self.proc.pid, None)
+            if left:
+                raise RuntimeError(f"{self.label} (pid {self.proc.pid}) still runs after SIGKILL")
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return (self.folder / self.log_name).read_text(errors="replace")[-chars:]
+        except FileNotFoundError:
+            return f"(no {self.log_name})"
 
 
 def processes_under(home: Path | str) -> list[psutil.Process]:

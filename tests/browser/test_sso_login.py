@@ -12,26 +12,14 @@ import requests
 from playwright.sync_api import expect
 
 from labpage import SECOND
-from availability import skip_or_fail
-from oidcutil import ACCOUNTS, OIDCHub, missing
+from oidcutil import ACCOUNTS, running_oidc_hub
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _provider_available():
-    if missing():
-        skip_or_fail(missing())
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    hub = OIDCHub(tmp_path_factory.mktemp("sso-hub") / "paddlecloud")
-    try:
-        hub.start()
-        yield hub
-    finally:
-        hub.stop_and_check()
+    yield from running_oidc_hub(tmp_path_factory, "sso-hub")
 
 
 HOME = "/hub/home"  # where a sign-in goes when the test needs no notebook

@@ -12,27 +12,15 @@ import re
 import pytest
 import requests
 
-from availability import skip_or_fail
-from oidcutil import ACCOUNTS, OIDCHub, login_through_provider, missing
+from oidcutil import ACCOUNTS, OIDCHub, login_through_provider, running_oidc_hub
 from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _provider_available():
-    if missing():
-        skip_or_fail(missing())
-
-
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    hub = OIDCHub(tmp_path_factory.mktemp("oidc-hub") / "paddlecloud")
-    try:
-        hub.start()
-        yield hub
-    finally:
-        hub.stop_and_check()
+    yield from running_oidc_hub(tmp_path_factory, "oidc-hub")
 
 
 def sso_login(hub: OIDCHub, name: str) -> requests.Session:
