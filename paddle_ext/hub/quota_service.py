@@ -81,6 +81,19 @@ def _env_default(name: str, fallback: str = "") -> str:
     return os.environ.get(name) or fallback
 
 
+def _env_json_object(name: str, what: str) -> dict | None:
+    """The JSON object in environment variable `name`: None when it is unset, empty or JSON
+    null (the setting is off); ValueError naming the variable for anything but an object."""
+    text = _env_default(name)
+    try:
+        value = json.loads(text) if text else None
+    except ValueError as exc:
+        raise ValueError(f"${name} is not JSON: {exc}") from exc
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"${name} must be a JSON object {what}")
+    return value
+
+
 class QuotaService(Application):
     """The quota service's settings (command line: --QuotaService.store=kubernetes, ...)."""
 
@@ -141,35 +154,14 @@ class QuotaService(Application):
 
     @default("site_default_quota")
     def _default_site_default_quota(self):
-        text = _env_default(SITE_DEFAULT_QUOTA_ENV, "")
-        try:
-            value = json.loads(text) if text else {}
-        except ValueError as exc:
-            raise ValueError(f"${SITE_DEFAULT_QUOTA_ENV} is not JSON: {exc}") from exc
-        if not isinstance(value, dict):
-            raise ValueError(f"${SITE_DEFAULT_QUOTA_ENV} must be a JSON object of quota fields")
-        return value
+        return _env_json_object(SITE_DEFAULT_QUOTA_ENV, "of quota fields") or {}
 
     @default("object_quota")
     def _default_object_quota(self):
-        text = _env_default(OBJECT_QUOTA_ENV, "")
-        try:
-            value = json.loads(text) if text else None
-        except ValueError as exc:
-            raise ValueError(f"${OBJECT_QUOTA_ENV} is not JSON: {exc}") from exc
-        if value is not None and not isinstance(value, dict):
-            raise ValueError(f"${OBJECT_QUOTA_ENV} must be a JSON object of ResourceQuota resources")
-        return value
+        return _env_json_object(OBJECT_QUOTA_ENV, "of ResourceQuota resources")
 
     def _kueue_env(self) -> dict | None:
-        text = _env_default(KUEUE_ENV, "")
-        try:
-            value = json.loads(text) if text else None
-        except ValueError as exc:
-            raise ValueError(f"${KUEUE_ENV} is not JSON: {exc}") from exc
-        if value is not None and not isinstance(value, dict):
-            raise ValueError(f"${KUEUE_ENV} must be a JSON object (lending_limit, borrowing_limit)")
-        return value
+        return _env_json_object(KUEUE_ENV, "(lending_limit, borrowing_limit)")
 
     @default("kueue_enabled")
     def _default_kueue_enabled(self):

@@ -156,3 +156,25 @@ def test_the_quota_service_takes_kueue_from_the_hubs_environment(monkeypatch):
     assert QuotaService().queue_policy() is None
     monkeypatch.setenv("PADDLECLOUD_KUEUE", '{"lending_limit": {"gpus": 2}, "borrowing_limit": {"cpu": "4"}}')
     assert QuotaService().queue_policy() == QueuePolicy(lending=Limits(gpus=2), borrowing=Limits(cpu="4"))
+
+
+@pytest.mark.parametrize("variable, trait, off", [("PADDLECLOUD_DEFAULT_QUOTA", "site_default_quota", {}),
+                                                  ("PADDLECLOUD_OBJECT_QUOTA", "object_quota", None)])
+def test_the_quota_services_json_settings_read_alike_from_the_environment(monkeypatch, variable, trait, off):
+    from paddle_ext.hub import quota_service
+
+    assert getattr(quota_service, {"site_default_quota": "SITE_DEFAULT_QUOTA_ENV",
+                                   "object_quota": "OBJECT_QUOTA_ENV"}[trait]) == variable
+    for unset in ("", "null"):
+        monkeypatch.setenv(variable, unset)
+        assert getattr(quota_service.QuotaService(), trait) == off
+    monkeypatch.setenv(variable, '{"gpus": 1}')
+    assert getattr(quota_service.QuotaService(), trait) == {"gpus": 1}
+    monkeypatch.setenv(variable, "[1]")
+    with pytest.raises(ValueError, match=rf"\${variable} must be a JSON object"):
+        getattr(quota_service.QuotaService(), trait)
+    monkeypatch.setenv(variable, "{gpus")
+    with pytest.raises(ValueError, match=rf"\${variable} is not JSON"):
+        getattr(quota_service.QuotaService(), trait)
+    monkeypatch.setenv("PADDLECLOUD_KUEUE", "null")
+    assert not quota_service.QuotaService().kueue_enabled
