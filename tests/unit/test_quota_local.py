@@ -42,6 +42,7 @@ def setup(tmp_path, monkeypatch):
     monkeypatch.setenv("PADDLECLOUD_HOME", str(home))
     monkeypatch.setenv("PADDLECLOUD_QUOTA_FILE", str(quota_file))
     monkeypatch.setenv("PADDLECLOUD_USER_GROUPS", "ml")
+    monkeypatch.chdir(tmp_path)  # a job's outputs folder is made beside the code it runs, never in the checkout
     store = LocalQuotaStore(str(quota_file))
     backend = LocalBackend(max_gpus_per_worker=8)
     return home, store, backend
