@@ -13,7 +13,7 @@ copyright = "2026, PaddleCloud Hub contributors"  # noqa: A001 (Sphinx's name)
 extensions = ["myst_parser"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "README.md"]
+exclude_patterns = ["_build"]
 
 # MyST: heading anchors so pages can link to a section (`page.md#a-heading`), and the
 # fenced-directive syntax. Links to repository files that are not pages are written as code.
