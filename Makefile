@@ -21,7 +21,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TES
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test lint test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
+.PHONY: help setup labext demo test lint docs test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
   browser-deps login-deps cluster-deps clean
 
 help:
@@ -33,7 +33,7 @@ setup: $(VENV_STAMP) $(CHP) labext
 $(VENV_STAMP): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e '.[hub,paddle,test]'
+	$(VPY) -m pip install -q -e '.[hub,paddle,test,docs]'
 	rm -f $(VENV)/.stamp-* && touch $@
 
 $(CHP): package.json
@@ -70,7 +70,7 @@ include tools/k8s/k8s.mk
 include benchmarks/bench.mk
 
 test: setup browser-deps login-deps
-	$(MAKE) lint test-unit test-lab test-local test-cluster test-browser test-helm
+	$(MAKE) lint docs test-unit test-lab test-local test-cluster test-browser test-helm
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
 # pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).
@@ -126,10 +126,16 @@ test-browser: setup browser-deps login-deps
 test-helm: setup cluster-deps $(OIDC_PROVIDER)
 	$(call tier,helm,$(K8S_BIN_DIR))
 
+# The documentation site (docs/, Sphinx with MyST Markdown), warnings as errors: a broken
+# link, a page left out of every toctree or a cross-reference to nothing fails the build.
+# Output in docs/_build/html (git-ignored); open docs/_build/html/index.html.
+docs: $(VENV_STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html
+
 # values.schema.yaml (hand-written) -> values.schema.json (what helm reads).
 helm-schema: $(VENV_STAMP)
 	$(VPY) helm/schema.py
 
 clean:
 	rm -rf $(VENV) node_modules .cluster test-artifacts labextension/node_modules labextension/lib \
-	  labextension/prebuilt labextension/.build-stamp labextension/tsconfig.tsbuildinfo
+	  labextension/prebuilt labextension/.build-stamp labextension/tsconfig.tsbuildinfo docs/_build

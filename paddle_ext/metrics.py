@@ -177,7 +177,7 @@ def read_metrics(logs: Mapping[int, Sequence[str]], since: Sequence[int], finish
 
 @dataclasses.dataclass(frozen=True)
 class MetricsPage:
-    """One answer of GET /paddle/api/jobs/{name}/metrics (the README documents the JSON)."""
+    """One answer of GET /paddle/api/jobs/{name}/metrics (docs/user/rest.md documents the JSON)."""
 
     job: str
     phase: str

@@ -1,5 +1,5 @@
 """The deployment catalogue the tests configure (one copy for every tier): the shared
-datasets (the README's catalogue entry, on Kubernetes and on the embedded default) and
+datasets (the admin guide's catalogue entry, docs/admin/kubernetes.md, on Kubernetes and on the embedded default) and
 the images a deployment offers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # On Kubernetes: one team claim, a sub-path per dataset; the hub creates the claim in each
-# user namespace (README, "A dataset catalogue entry").
+# user namespace (docs/admin/kubernetes.md, "A dataset catalogue entry").
 IMAGENET = {"name": "imagenet", "description": "ILSVRC 2012", "mount_path": "/datasets/imagenet",
             "sub_path": "imagenet", "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}},
             "claim": {"accessModes": ["ReadOnlyMany"], "storageClassName": "datasets",

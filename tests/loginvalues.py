@@ -1,4 +1,4 @@
-"""The README's login values (OpenID Connect, LDAP), for the tests that prove them: a real login
+"""The login values of the admin guide (docs/admin/logins.md: OpenID Connect, LDAP), for the tests that prove them: a real login
 (tests/local/test_login_*.py, with the provider's addresses put in for example.org) and the chart
 rendering them (tests/helm/test_chart.py). Each block sits right under its marker line,
 `<!-- login-values: oidc ... -->` or `<!-- login-values: ldap ... -->`."""
@@ -10,22 +10,30 @@ from pathlib import Path
 
 import yaml
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "admin" / "logins.md"
 KINDS = ("oidc", "ldap")
 
 
-def readme_login_text(kind: str) -> str:
+def docs_login_text(kind: str) -> str:
     """The ```yaml block under the `login-values: <kind>` marker, verbatim."""
-    text = README.read_text()
+    text = PAGE.read_text()
     marker = f"<!-- login-values: {kind} "
-    assert text.count(marker) == 1, f"the README's login-values marker for {kind} is missing or repeated"
+    assert text.count(marker) == 1, f"docs/admin/logins.md's login-values marker for {kind} is missing or repeated"
     section = text.split(marker, 1)[1].split("-->", 1)[1]
     assert section.startswith("\n```yaml\n"), f"the {kind} marker must be right above a ```yaml block"
     return section.split("```yaml\n", 1)[1].split("\n```", 1)[0] + "\n"
 
 
-def readme_login_values(kind: str) -> dict:
-    return yaml.safe_load(readme_login_text(kind))
+def merged(base: dict, over: dict) -> dict:
+    """helm's merge of a -f file over values.yaml: maps merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def docs_login_values(kind: str) -> dict:
+    return yaml.safe_load(docs_login_text(kind))
 
 
 def hub_environment(values: dict, config_file: Path) -> dict[str, str]:

@@ -26,7 +26,7 @@ import requests
 
 from availability import skip_or_fail
 from hubutil import LocalHub
-from loginvalues import hub_environment, readme_login_values, with_config
+from loginvalues import hub_environment, docs_login_values, with_config
 from serverutil import ChildServer, free_port, wait_for
 
 SERVER = Path(__file__).resolve().parent / "oidc" / "server.mjs"
@@ -143,7 +143,7 @@ ACCOUNTS = {"alice": Account("alice-sso-pw", ["vision", "audio", "hub-admins"]),
 
 class OIDCHub(LocalHub):
     """The local hub (hub_config/local_config.py) logging in through its own OIDCProvider with
-    the README's OpenID Connect values, configured as the chart does from them (tests/loginvalues.py),
+    the docs' OpenID Connect values (docs/admin/logins.md), configured as the chart does from them (tests/loginvalues.py),
     the provider's and this hub's addresses put in for example.org; the client secret in the
     environment variable the values' secretEnv names (from a Secret in the chart)."""
 
@@ -151,7 +151,7 @@ class OIDCHub(LocalHub):
         super().__init__(home)
         self.provider = OIDCProvider(self.home.parent / "provider", accounts, f"{self.url}/hub/oauth_callback")
         self.config_file = self.home.parent / "hub-config.yaml"
-        self.values = readme_login_values("oidc")
+        self.values = docs_login_values("oidc")
         self.login_service = self.values["hub"]["config"]["GenericOAuthenticator"]["login_service"]
 
     def start(self, timeout: float = 120) -> "OIDCHub":

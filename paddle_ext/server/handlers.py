@@ -1,4 +1,4 @@
-"""REST handlers under /paddle/api (the README's "REST API" section lists them).
+"""REST handlers under /paddle/api (docs/user/rest.md lists them).
 
 Every handler needs an authenticated user allowed to use this server
 (`@authorized`); errors are JSON {"error", "message"} from one place (JsonErrorsMixin).
@@ -82,7 +82,7 @@ class PaddleHandler(JsonErrorsMixin, ExtensionHandlerMixin, APIHandler):
 
 class MetricsHandler(PaddleHandler):
     """Metric points found in the job's logs: `?since=<cursor>` for only what is new
-    (the README documents the JSON)."""
+    (docs/user/rest.md documents the JSON)."""
 
     @web.authenticated
     @authorized

@@ -31,8 +31,9 @@ def log_in_to_lab(page, hub, name: str) -> None:
 
 
 def dismiss_news_toast(page) -> None:
-    """JupyterLab may ask about news on first start (the hub config turns the feed off;
-    this guards against a version that asks anyway). Never fails the test."""
+    """JupyterLab may ask about news on first start (the package's settings override,
+    jupyter-config/lab/overrides.d/paddlecloud.json, turns the prompt off; this guards against
+    a version that asks anyway). Never fails the test."""
     toast = page.locator(".jp-toast-button", has_text=re.compile(r"^\s*No\s*$"))
     try:
         toast.first.click(timeout=2 * SECOND)

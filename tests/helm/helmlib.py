@@ -19,7 +19,7 @@ from tools.k8s.cluster import default_bin_dir, missing_binaries  # noqa: E402
 CHART = REPO / "helm" / "paddlecloud-hub"
 VALUES = Path(__file__).resolve().parent / "values"
 MATRIX = ("minimal", "full", "ingress-tls", "paddlejob", "kueue")
-# Right above the values block of the README's "Try it on this machine" (installed by test_install.py).
+# Right above the values block of "Try it on this machine" in docs/admin/deploy.md (installed by test_install.py).
 VALUES_MARKER = "<!-- try-values: tests/helm/test_install.py installs exactly this block -->"
 
 
@@ -85,17 +85,17 @@ def secret_data(secret: dict) -> dict[str, str]:
     return {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
 
 
-def readme_section() -> str:
-    """The README's "Try it on this machine", from its values block's marker to the next paragraph
-    that starts in bold."""
-    text = (REPO / "README.md").read_text()
-    assert text.count(VALUES_MARKER) == 1, "the README's try-values marker is missing or repeated"
-    return text.split(VALUES_MARKER, 1)[1].split("\n**", 1)[0]
+def docs_try_section() -> str:
+    """"Try it on this machine" of docs/admin/deploy.md, from its values block's marker to the
+    next heading."""
+    text = (REPO / "docs" / "admin" / "deploy.md").read_text()
+    assert text.count(VALUES_MARKER) == 1, "the try-values marker of docs/admin/deploy.md is missing or repeated"
+    return text.split(VALUES_MARKER, 1)[1].split("\n#", 1)[0]
 
 
-def readme_values() -> str:
+def docs_try_values() -> str:
     """The values block right after the marker, verbatim."""
-    section = readme_section()
+    section = docs_try_section()
     assert section.startswith("\n```yaml\n"), "the marker must be right above a ```yaml block"
     return section.split("```yaml\n", 1)[1].split("\n```", 1)[0] + "\n"
 

@@ -13,9 +13,9 @@ import sys
 import pytest
 import yaml
 
-from helmlib import (CHART, MATRIX, REPO, documents, find, helm, notes, readme_values, secret_data, settings_text,
+from helmlib import (CHART, MATRIX, REPO, documents, find, helm, notes, docs_try_values, secret_data, settings_text,
                      template, values_file)
-from loginvalues import KINDS, readme_login_text, readme_login_values
+from loginvalues import KINDS, docs_login_text, docs_login_values
 from paddle_ext import policies, tenancy
 from paddle_ext.manifests import container_security_context, pod_security_context
 from paddle_ext.hub.settings import (HubSettings, login_access, notebook_backend_config, pod_rules, profile_list,
@@ -261,12 +261,12 @@ def test_hub_config_is_passed_through_in_the_secret(tmp_path):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_readmes_login_values_render_with_their_secrets_only_from_existing_secrets(kind, tmp_path):
-    """The README's OIDC and LDAP blocks, as an admin adds them (-f after their own values): the
+    """The docs' OIDC and LDAP blocks (docs/admin/logins.md), as an admin adds them (-f after their own values): the
     authenticator, its traits in the hub's Secret, the groups in the settings, and each secretEnv
     entry a secretKeyRef to the admin's Secret (no secret value anywhere in the render)."""
-    values = readme_login_values(kind)
+    values = docs_login_values(kind)
     login = tmp_path / "login-values.yaml"
-    login.write_text(readme_login_text(kind))
+    login.write_text(docs_login_text(kind))
     docs = documents(template(values_file("minimal"), str(login)))
     hub = find(docs, "Deployment", "hub")["spec"]["template"]["spec"]["containers"][0]
     env = {item["name"]: item for item in hub["env"]}
@@ -307,9 +307,9 @@ def test_a_settings_change_changes_the_hubs_checksum_and_not_the_proxys(tmp_path
 
 @pytest.fixture
 def try_values(tmp_path):
-    """The README's "Try it on this machine" values (the ones test_install.py installs)."""
+    """The "Try it on this machine" values of docs/admin/deploy.md (the ones test_install.py installs)."""
     path = tmp_path / "try-values.yaml"
-    path.write_text(readme_values())
+    path.write_text(docs_try_values())
     return str(path)
 
 

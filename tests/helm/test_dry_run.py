@@ -12,7 +12,7 @@ import pytest
 import yaml
 from serverutil import wait_for
 
-from helmlib import (CHART, MATRIX, documents, helm, kubectl, notes, readme_values, settings_text, template,
+from helmlib import (CHART, MATRIX, documents, helm, kubectl, notes, docs_try_values, settings_text, template,
                      values_file)
 from paddle_ext import tenancy
 from paddle_ext.hub.settings import HubSettings
@@ -128,7 +128,7 @@ def test_notes_rendered_without_a_cluster_are_what_helm_install_prints(cluster, 
     """test_chart.py reads NOTES.txt through helmlib.notes(); a real (dry-run) install prints the same."""
     values = values_file(name) if name != "try" else str(tmp_path / "try-values.yaml")
     if name == "try":
-        Path(values).write_text(readme_values())
+        Path(values).write_text(docs_try_values())
     out = helm("install", "pc", str(CHART), "-n", NAMESPACE, "-f", values, "--dry-run=server",
                kubeconfig=cluster.kubeconfig).stdout
     printed = out.split("\nNOTES:\n", 1)[1]

@@ -1,12 +1,12 @@
 """`helm install` on the real node, used end to end through proxy-public.
 
-It installs exactly the values of the README's "Try it on this machine" (helmlib.readme_values), on a cluster like `make cluster`'s: volumes come from its default
+It installs exactly the values of "Try it on this machine" in docs/admin/deploy.md (helmlib.docs_try_values), on a cluster like `make cluster`'s: volumes come from its default
 StorageClass (the local-path provisioner), as they would for an admin; nothing is
 prepared by hand. The hub, the proxy, the notebook and the training workers are the
 images `make images` built, running as real pods (containerd, runc, CNI bridge,
 kube-proxy, CoreDNS). The test reaches the hub only through the proxy-public Service's
 NodePort at the address NOTES.txt prints, as a user would. One module, in order: install,
-log in, spawn, a 2-worker job, quota, RBAC, upgrade, OpenID Connect login (the README's block,
+log in, spawn, a 2-worker job, quota, RBAC, upgrade, OpenID Connect login (the docs' block,
 against a real provider on the node's address), uninstall. Clean-up (uninstall, namespaces)
 runs even when a step fails.
 """
@@ -25,12 +25,12 @@ import requests
 import yaml
 
 from availability import skip_or_fail
-from loginvalues import readme_login_values, with_config
+from loginvalues import docs_login_values, with_config
 from oidcutil import ACCOUNTS, OIDCProvider, login_through_provider
 from oidcutil import missing as oidc_missing
 from serverutil import wait_for
 
-from helmlib import CHART, REPO, bin_dir, helm, kubectl, readme_section, readme_values, secret_data
+from helmlib import CHART, REPO, bin_dir, helm, kubectl, docs_try_section, docs_try_values, secret_data
 from tools.k8s.node_config import NODE_IP
 
 # pytest-randomly shuffles the modules and the tests in them; this module is one flow over one
@@ -63,7 +63,7 @@ class Deployment:
         self.kubeconfig = cluster.kubeconfig
         self.workdir = workdir
         self.values = workdir / "try-values.yaml"
-        self.values.write_text(readme_values())
+        self.values.write_text(docs_try_values())
         values = yaml.safe_load(self.values.read_text())
         self.password = values["hub"]["config"]["DummyAuthenticator"]["password"]
         assert values["hub"]["adminUsers"] == [ADMIN] and values["settings"]["allowed_users"] == [USER], values
@@ -160,10 +160,10 @@ def deployment(real_cluster, tmp_path_factory):
 
 
 def test_install_with_the_readmes_values_the_hub_and_proxy_become_ready(deployment):
-    """The README's three commands: `make cluster` (the fixture's cluster, with its default
+    """The three commands of docs/admin/deploy.md: `make cluster` (the fixture's cluster, with its default
     StorageClass), `helm install ... --wait` with its values, and open the URL it names."""
     d = deployment
-    commands = readme_section()
+    commands = docs_try_section()
     assert f"helm install {RELEASE} helm/paddlecloud-hub -n {NS} --create-namespace -f try-values.yaml --wait" \
         in commands
     t0 = time.monotonic()
@@ -187,7 +187,7 @@ def test_install_with_the_readmes_values_the_hub_and_proxy_become_ready(deployme
     printed = subprocess.run(["bash", "-c", echo[0]], capture_output=True, text=True, env=env, timeout=60)
     d.url = printed.stdout.strip().rstrip("/")
     assert d.url == f"http://{NODE_IP}:30080", printed.stdout + printed.stderr
-    assert f"xdg-open {d.url}/" in commands  # the README's third command opens the same address
+    assert f"xdg-open {d.url}/" in commands  # the docs' third command opens the same address
     assert requests.get(f"{d.url}/hub/health", timeout=30).status_code == 200
     # The database claim was bound by the cluster's default StorageClass, and the hub (uid
     # 1000) wrote its database into the fresh volume (local-path makes it mode 0777).
@@ -196,7 +196,7 @@ def test_install_with_the_readmes_values_the_hub_and_proxy_become_ready(deployme
     db = volume_dir(d.cluster, claim)
     assert db.is_relative_to(d.cluster.state_dir) and (db / "jupyterhub.sqlite").stat().st_uid == 1000
     d.db_dir = db
-    # The hub's image has the authenticators the README's examples use.
+    # The hub's image has the authenticators the docs' examples use.
     check = ("from jupyterhub.app import JupyterHub as J; "
              "print([J.authenticator_class.validate(None, n).__name__ for n in ('github', 'ldapauthenticator')])")
     out = d.k("exec", "-n", NS, "deployment/hub", "--", "python", "-c", check).stdout
@@ -444,8 +444,8 @@ def test_upgrade_rolls_the_hub_keeps_its_secrets_and_running_work_keeps_running(
 
 @pytest.mark.timeout(900)  # a hub roll and a first spawn, each up to 300 s
 def test_oidc_login_through_the_providers_form_on_the_real_node_spawns_a_notebook(deployment, tmp_path):
-    """Issue 26's helm-tier item. The README's OpenID Connect block, added to the try-values as
-    the README says (`-f ... -f login-values.yaml`: the later file wins), upgraded into the
+    """Issue 26's helm-tier item. The docs' OpenID Connect block, added to the try-values as
+    docs/admin/logins.md says (`-f ... -f login-values.yaml`: the later file wins), upgraded into the
     release; the provider's three URLs (example.org in the block) are a real OpenID Connect
     provider (oidc-provider, tests/oidcutil.py) on the node's bridge address, which this test
     (the browser) and the hub's pod both reach, and the client secret is in a Secret the admin
@@ -456,7 +456,7 @@ def test_oidc_login_through_the_providers_form_on_the_real_node_spawns_a_noteboo
     assert d.url, "the install step failed"
     if oidc_missing():
         skip_or_fail(f"OIDC login on the real node: {oidc_missing()}")
-    login = readme_login_values("oidc")
+    login = docs_login_values("oidc")
     (secret_env,) = login["hub"]["secretEnv"]
     callback = f"{d.url}/hub/oauth_callback"
     provider = OIDCProvider(tmp_path / "provider", ACCOUNTS, callback, host=NODE_IP)
@@ -539,9 +539,9 @@ def test_uninstall_keeps_user_namespaces_and_homes_as_the_readme_says(deployment
     assert home_dir.is_dir()
     assert d.get("configmap", "-n", NS, "paddlecloud-quotas")
     assert d.get("namespace", NS)["status"]["phase"] == "Active"
-    # Running notebooks are not stopped by an uninstall (the README says to stop them first).
+    # Running notebooks are not stopped by an uninstall (docs/admin/deploy.md says to stop them first).
     assert d.get("pods", "-n", USER_NS, "-l", "component=singleuser-server")["items"]
-    # The README's (and NOTES.txt's) removal, word for word.
+    # The docs' (and NOTES.txt's) removal, word for word.
     assert "kubectl delete namespace -l app.kubernetes.io/managed-by=paddlecloud,paddlecloud.io/user" in d.install_output
     d.k("delete", "namespace", "-l", "app.kubernetes.io/managed-by=paddlecloud,paddlecloud.io/user", "--wait=true",
         "--timeout=120s")

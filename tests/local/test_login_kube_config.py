@@ -1,5 +1,5 @@
 """The Kubernetes hub's config (hub_config/jupyterhub_config.py, what the chart runs) with the
-README's OIDC and LDAP values, without a cluster: JupyterHub initialises with it (the
+docs' OIDC and LDAP values (docs/admin/logins.md), without a cluster: JupyterHub initialises with it (the
 authenticator is created, so its own checks run: OAuthenticator refuses allowed_groups without
 manage_groups), the login's groups are managed, the refusal page names the allowed groups, and
 the quota admin role goes to the admin group."""
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from hubutil import REPO
-from loginvalues import KINDS, hub_environment, readme_login_values
+from loginvalues import KINDS, hub_environment, docs_login_values
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -25,7 +25,7 @@ CLASSES = {"oidc": "GenericOAuthenticator", "ldap": "LDAPGroupsAuthenticator"}
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_kubernetes_hub_initialises_with_the_readmes_login_values(kind, tmp_path):
     pytest.importorskip({"oidc": "oauthenticator", "ldap": "ldapauthenticator"}[kind])
-    values = readme_login_values(kind)
+    values = docs_login_values(kind)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PADDLECLOUD_")}
     env.update({"PADDLECLOUD_HUB_STATE_DIR": str(tmp_path), "PYTHONPATH": str(REPO),
                 "PADDLECLOUD_ADMIN_USERS": ",".join(values["hub"]["adminUsers"]),

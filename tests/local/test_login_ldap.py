@@ -1,4 +1,4 @@
-"""LDAP login with the README's LDAP values in the real JupyterHub (hub_config/local_config.py with
+"""LDAP login with the docs' LDAP values (docs/admin/logins.md) in the real JupyterHub (hub_config/local_config.py with
 PADDLECLOUD_AUTHENTICATOR_CLASS) against a real OpenLDAP (slapd) the test seeds (tests/ldaputil.py):
 a bind with the right password logs in, a wrong one is refused, the directory's groups become
 hub groups at every login and reach the quota service, a directory admin group makes an admin,
@@ -15,7 +15,7 @@ import yaml
 from availability import skip_or_fail
 from hubutil import LocalHub, login
 from ldaputil import PEOPLE_SEED, SUFFIX, Directory, missing_tools
-from loginvalues import hub_environment, readme_login_text, with_config
+from loginvalues import hub_environment, docs_login_text, with_config
 from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -30,14 +30,14 @@ PASSWORDS = {person.uid: person.password for person in PEOPLE_SEED}
 
 
 class LDAPHub(LocalHub):
-    """The local hub with the README's LDAP values (tests/loginvalues.py), configured as the chart
+    """The local hub with the docs' LDAP values (docs/admin/logins.md) (tests/loginvalues.py), configured as the chart
     does from them, with this test's directory put in for ldap.example.org: its address and port,
-    its tree, and no TLS (127.0.0.1; the README's directory speaks LDAPS)."""
+    its tree, and no TLS (127.0.0.1; the docs' directory speaks LDAPS)."""
 
     def __init__(self, home, directory: Directory):
         super().__init__(home)
         self.config_file = self.home.parent / "hub-config.yaml"
-        values = yaml.safe_load(readme_login_text("ldap").replace("dc=example,dc=org", SUFFIX))
+        values = yaml.safe_load(docs_login_text("ldap").replace("dc=example,dc=org", SUFFIX))
         self.values = with_config(values, "LDAPGroupsAuthenticator", server_address="127.0.0.1",
                                   server_port=directory.port, tls_strategy="insecure")
 

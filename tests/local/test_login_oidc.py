@@ -1,4 +1,4 @@
-"""OpenID Connect login with the README's OIDC values in the real JupyterHub (hub_config/local_config.py with
+"""OpenID Connect login with the docs' OIDC values (docs/admin/logins.md) in the real JupyterHub (hub_config/local_config.py with
 PADDLECLOUD_AUTHENTICATOR_CLASS=generic-oauth) against a real OIDC provider on 127.0.0.1
 (oidc-provider, tests/oidcutil.py): the OAuth dance through the provider's own login form,
 driven by an HTTP client; the groups claim becomes hub groups at every login and reaches the

@@ -34,7 +34,7 @@ EXAMPLES = 20  # per operation and phase; the run stays within a couple of minut
 TOKENS = {"jobs": secrets.token_hex(20), "quota": ""}
 # A job that exists (and has ended), so the fuzzer also reaches the answers about a real job.
 DONE_JOB = "fuzz-done"
-# Counted for the README's hostile-input table (printed at the end of the run).
+# Counted for the hostile-input table (docs/development/hostile-input.md) (printed at the end of the run).
 CALLS: Counter = Counter()
 
 
@@ -83,7 +83,7 @@ def record(api: str, case, response) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def fuzz_figures():
     """After the module, whatever order its tests ran in: what the fuzz runs sent, by API,
-    operation and status class (for the README; shown with -s)."""
+    operation and status class (for docs/development/hostile-input.md; shown with -s)."""
     CALLS.clear()
     yield CALLS
     for api in ("jobs", "quota"):

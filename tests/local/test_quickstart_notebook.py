@@ -1,5 +1,6 @@
 """paddle_ext/examples/quickstart.ipynb runs top to bottom in a real kernel: the launcher cell,
-the Python API (a real 2-worker Paddle job) and the CLI cells."""
+the Python API (a real 2-worker Paddle job), the CLI cells, and a `%%paddle_train` cell (a
+second real 2-worker job) whose paddle_ext.report() points come back as metrics."""
 
 from __future__ import annotations
 
@@ -49,3 +50,10 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
     assert job_name in cell_text(code[3]) and "Succeeded" in cell_text(code[3]), cell_text(code[3])
     status_and_logs = cell_text(code[4])
     assert "Succeeded" in status_and_logs and "[worker-1] " in status_and_logs, status_and_logs
+    # The magic: a cell as a 2-worker job with a live monitor, its 30 steps reported by each worker.
+    assert "%%paddle_train --workers 2" in code[6].source
+    assert any("JobMonitor" in output.get("data", {}).get("text/plain", "")
+               or "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+               for output in code[6].get("outputs", [])), code[6].get("outputs")
+    waited = cell_text(code[7])
+    assert "phase: Succeeded" in waited and "60 metric points" in waited, waited

@@ -264,7 +264,7 @@ def probes(lines: list[str]) -> dict[str, dict]:
 
 def test_what_workers_get_env_datasets_gpus_and_the_quota_by_value(server, tmp_path, workdir):
     """A deployment whose admin allows 2 GPUs per local worker and offers two datasets (a
-    Jupyter config file, as the README shows). A 2-worker job with 2 GPUs each, env and a
+    Jupyter config file, as docs/admin/embedded.md shows). A 2-worker job with 2 GPUs each, env and a
     dataset: the quota counts it by value while it runs, the workers see exactly the env,
     the dataset's path and arguments they were given (no shell), and GPU-hours grow with
     the real time it ran."""

@@ -1,5 +1,5 @@
 """`JobClient()` (and so the CLI, the widgets and the magic) picks its backend as the
-README says: $PADDLECLOUD_BACKEND, else Kubernetes inside a cluster (a pod with a
+The user guide (docs/user/python.md) says: $PADDLECLOUD_BACKEND, else Kubernetes inside a cluster (a pod with a
 service-account token), else local; an explicit argument wins. Kubernetes outside a
 cluster uses the kubeconfig's current context and its namespace. Nothing is contacted:
 choosing a backend reads only the environment and files."""

@@ -1,4 +1,4 @@
-"""The README's login values (OpenID Connect, LDAP) without a cluster or helm: each, laid over the
+"""The docs' login values (docs/admin/logins.md) (OpenID Connect, LDAP) without a cluster or helm: each, laid over the
 chart's values.yaml, passes the chart's schema; its settings are what HubSettings reads; and the
 hub's login code accepts them with the authenticator they name (tests/local/test_login_*.py log
 in with them against real servers; tests/helm/test_chart.py renders them)."""
@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from loginvalues import KINDS, readme_login_values
+from loginvalues import KINDS, docs_login_values, merged
 from paddle_ext.hub.settings import HubSettings, login_access
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "paddlecloud-hub"
@@ -20,18 +20,10 @@ AUTHENTICATORS = {"oidc": ("oauthenticator.generic", "GenericOAuthenticator"),
                   "ldap": ("paddle_ext.hub.ldap", "LDAPGroupsAuthenticator")}
 
 
-def merged(base: dict, over: dict) -> dict:
-    """helm's merge of a -f file over values.yaml: maps merge key by key, anything else replaces."""
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
-    return out
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_readmes_login_values_pass_the_charts_schema(kind):
     schema = json.loads((CHART / "values.schema.json").read_text())
-    values = merged(yaml.safe_load((CHART / "values.yaml").read_text()), readme_login_values(kind))
+    values = merged(yaml.safe_load((CHART / "values.yaml").read_text()), docs_login_values(kind))
     jsonschema.validate(values, schema)
     wrong = merged(values, {"hub": {"secretEnv": [{"name": "OAUTH_CLIENT_SECRET", "secret": "in values"}]}})
     with pytest.raises(jsonschema.ValidationError):
@@ -42,14 +34,14 @@ def test_the_readmes_login_values_pass_the_charts_schema(kind):
 def test_the_readmes_login_values_are_a_login_choice_the_hub_accepts(kind, tmp_path):
     module, name = AUTHENTICATORS[kind]
     authenticator = getattr(pytest.importorskip(module), name)
-    values = readme_login_values(kind)
+    values = docs_login_values(kind)
     path = tmp_path / "values.yaml"
     path.write_text(yaml.safe_dump(values["settings"]))
     settings = HubSettings.load(str(path), environ={})
     traits = login_access(settings, authenticator)
     assert traits["allowed_groups"] == {"vision", "audio"} and traits["admin_groups"] == {"hub-admins"}
     config = values["hub"]["config"][name]
-    assert set(config) <= set(authenticator.class_traits(config=True)), "every trait in the README exists"
+    assert set(config) <= set(authenticator.class_traits(config=True)), "every trait in the docs' block exists"
     assert not any("secret" in key or "password" in key for key in config), "secrets go in secretEnv"
 
 

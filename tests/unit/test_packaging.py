@@ -45,6 +45,7 @@ def test_the_wheel_carries_configs_examples_and_the_quota_page(wheel):
                    "paddle_ext/hub/templates/spawn_pending.html"):
         assert needed in names, needed
     assert any(n.endswith("etc/jupyter/jupyter_server_config.d/paddle_ext.json") for n in names)
+    assert any(n.endswith("share/jupyter/lab/settings/overrides.d/paddlecloud.json") for n in names)
 
 
 # Declared without being imported: the JupyterLab the lab extension runs in.

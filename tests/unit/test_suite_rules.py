@@ -1,4 +1,4 @@
-"""The suite keeps its own timing rules (README, "How the tests stay honest"), checked by
+"""The suite keeps its own timing rules (docs/development/tests.md, "How the tests stay honest"), checked by
 pattern so that what was fixed cannot come back:
 
 1. no assertion on elapsed wall-clock time: an `assert` whose condition reads a clock
