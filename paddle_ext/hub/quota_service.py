@@ -49,7 +49,7 @@ from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
-from traitlets import Bool, Dict, Enum, Integer, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default
 from traitlets.config import Application
 
 from ..backends.registry import KUBERNETES, LOCAL
@@ -130,6 +130,10 @@ class QuotaService(Application):
     kueue_borrowing_limit = Dict(help="""With Kueue: how much each queue may borrow beyond its nominal quota
         from idle quota of the others, per field (a missing field: no limit, and no ResourceQuota bound on it).
         Default: $PADDLECLOUD_KUEUE's borrowing_limit.""").tag(config=True)
+
+    kueue_resync_seconds = Float(300, help="""With Kueue: every so many seconds the quota service writes the
+        teams' queues again and deletes the queues no quota wants that have emptied since (a queue still
+        holding jobs is kept until then). 0: only at its start and on every save.""").tag(config=True)
 
     aliases = {"store": "QuotaService.store_kind", "url": "QuotaService.url", "ip": "QuotaService.ip",
                "quota-file": "QuotaService.quota_file", "namespace-template": "QuotaService.namespace_template",
@@ -234,9 +238,7 @@ class QuotaService(Application):
                                   kueue=self.queue_policy())
             if self.sync.kueue is not None:
                 try:  # the teams' queues exist before anyone spawns or an admin saves
-                    config = await self.store.load()
-                    await self.sync.sync_teams(config)
-                    await self.prune_queues(config)
+                    await self.resync_queues()
                 except PaddleCloudError as exc:
                     self.log.warning("Cannot write the teams' Kueue queues yet: %s", exc.message)
             self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource, self.job_kind)
@@ -342,6 +344,21 @@ class QuotaService(Application):
         users = {user["name"]: user.get("groups") or [] for user in await self.directory.users()}
         await self.sync.prune_queues(config, users)
 
+    async def resync_queues(self) -> None:
+        """Kueue: every team's ClusterQueue written, and ours no quota wants deleted once empty."""
+        config = await self.store.load()
+        await self.sync.sync_teams(config)
+        await self.prune_queues(config)
+
+    async def keep_queues_in_sync(self) -> None:
+        """resync_queues every `kueue_resync_seconds` until cancelled (the service's stop)."""
+        while True:
+            await asyncio.sleep(self.kueue_resync_seconds)
+            try:
+                await self.resync_queues()
+            except PaddleCloudError as exc:
+                self.log.warning("Cannot bring the Kueue queues in line with the quotas: %s", exc.message)
+
     async def cluster_overview(self) -> dict:
         """Capacity and usage, every user's running jobs, GPU-hours per user and group."""
         users = await self.directory.users()
@@ -439,8 +456,13 @@ class QuotaService(Application):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):  # the hub stops services with SIGINT
             loop.add_signal_handler(signum, stop.set)
+        resync = None
+        if self.sync is not None and self.sync.kueue is not None and self.kueue_resync_seconds > 0:
+            resync = asyncio.create_task(self.keep_queues_in_sync())
         await stop.wait()
         server.stop()
+        if resync is not None:
+            resync.cancel()
         if self.sync is not None:
             await self.sync.api.close()
         self.log.info("Quota service stopped")

@@ -671,9 +671,13 @@ async def test_the_overview_shows_a_teams_borrowed_gpus_and_a_deleted_groups_que
             wait_for(lambda: not any(((cluster_queue(a_cq) or {}).get("status") or {}).get(key)
                                      for key in queue_admin.WORKLOAD_COUNTS),
                      what="team a's queue empty once the job is gone", message=lambda: cluster_queue(a_cq))
-            await service.prune_queues(await service.store.load())  # the next sync
-            wait_for(lambda: cluster_queue(a_cq) is None, what="team a's empty queue deleted",
-                     message=lambda: cluster_queue(a_cq))
+            service.kueue_resync_seconds = 0.5  # the service's own periodic sync (serve() runs it)
+            resync = asyncio.create_task(service.keep_queues_in_sync())
+            try:
+                await wait_for_async(lambda: cluster_queue(a_cq) is None, what="team a's empty queue deleted",
+                                     message=lambda: repr(cluster_queue(a_cq)))
+            finally:
+                resync.cancel()
             assert a_cq not in await rows() and cluster_queue(b_cq) is not None  # b still has its quota
         finally:
             await service.store.api.close()
