@@ -58,19 +58,23 @@ def group_gpu_hours(users: Iterable[Mapping]) -> list[dict]:
 
 
 def overview(capacity: dict, user_jobs: Mapping[str, tuple[list[str], list[Job]]], now: datetime.datetime,
-             errors: Mapping[str, str] | None = None) -> dict:
+             errors: Mapping[str, str] | None = None, queues: Mapping | None = None) -> dict:
     """The document. `user_jobs`: user -> (their groups, their jobs); `capacity`: the
     cluster source's {"source", "nodes", "total"}; `errors`: user -> why their jobs
-    could not be read."""
+    could not be read; `queues`: with Kueue, {"rows": queue_admin.QueueRow dicts, "error"?}
+    (the section is left out without Kueue)."""
     rows, hours = [], []
     for user in sorted(user_jobs):
         groups, jobs = user_jobs[user]
         rows += [job_row(user, job, now) for job in jobs if not job.done]
         hours.append({"user": user, "groups": sorted(groups), **user_gpu_hours(jobs, now)})
     rows.sort(key=lambda row: (row["created"] or "", row["user"], row["name"]))
-    return {
+    document = {
         "capacity": capacity,
         "jobs": rows,
         "gpu_hours": {"windows": list(WINDOWS), "users": hours, "groups": group_gpu_hours(hours)},
         "errors": [{"user": user, "message": message} for user, message in sorted((errors or {}).items())],
     }
+    if queues is not None:
+        document["queues"] = dict(queues)
+    return document

@@ -49,7 +49,7 @@ from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
-from traitlets import Bool, Dict, Enum, Integer, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default
 from traitlets.config import Application
 
 from ..backends.registry import KUBERNETES, LOCAL
@@ -59,7 +59,7 @@ from ..errors import PaddleCloudError
 from ..jobkinds import JOB_KINDS
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
 from ..quota.model import FIELDS, JobUsage, Limits, QuotaConfig, QuotaInputError, resolve
-from ..quota.queues import QueuePolicy
+from ..quota.queues import QueuePolicy, team_queues
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
 from ..timestamps import now
 from .hub_directory import HubDirectory
@@ -144,6 +144,10 @@ class QuotaService(Application):
         from idle quota of the others, per field (a missing field: no limit, and no ResourceQuota bound on it).
         Default: $PADDLECLOUD_KUEUE's borrowing_limit.""").tag(config=True)
 
+    kueue_resync_seconds = Float(300, help="""With Kueue: every so many seconds the quota service writes the
+        teams' queues again and deletes the queues no quota wants that have emptied since (a queue still
+        holding jobs is kept until then). 0: only at its start and on every save.""").tag(config=True)
+
     aliases = {"store": "QuotaService.store_kind", "url": "QuotaService.url", "ip": "QuotaService.ip",
                "quota-file": "QuotaService.quota_file", "namespace-template": "QuotaService.namespace_template",
                "hub-namespace": "QuotaService.hub_namespace", "kubeconfig": "QuotaService.kubeconfig"}
@@ -226,7 +230,7 @@ class QuotaService(Application):
                                   kueue=self.queue_policy())
             if self.sync.kueue is not None:
                 try:  # the teams' queues exist before anyone spawns or an admin saves
-                    await self.sync.sync_teams()
+                    await self.resync_queues()
                 except PaddleCloudError as exc:
                     self.log.warning("Cannot write the teams' Kueue queues yet: %s", exc.message)
             self.usage_source = KubernetesUsage(api, self.namespace_template, self.gpu_resource, self.job_kind)
@@ -280,6 +284,7 @@ class QuotaService(Application):
             return {**view, "admin": bool(user.get("admin"))}
 
         hub_groups = {group["name"]: group for group in groups}
+        team_gpus = await self._team_gpus(config)
         return {
             "version": config.version,
             "fields": list(FIELDS),
@@ -288,10 +293,63 @@ class QuotaService(Application):
             "groups": [{"group": name, "members": sorted((hub_groups.get(name) or {}).get("users") or []),
                         "in_hub": name in hub_groups,
                         "limits": config.entry("groups", name).limits.to_dict(),
-                        "revision": config.entry("groups", name).revision}
+                        "revision": config.entry("groups", name).revision,
+                        **team_gpus.get(name, {})}
                        for name in sorted(set(hub_groups) | set(config.groups))],
             "users": await asyncio.gather(*(one(user) for user in sorted(users, key=lambda u: u["name"]))),
         }
+
+    async def _team_gpus(self, config: QuotaConfig) -> dict[str, dict]:
+        """With Kueue, per group with a team queue: {"guaranteed_gpus": its queue's nominal GPUs
+        (None: no limit), "borrowed_gpus": borrowed beyond it now (None: its queue's status could
+        not be read)}; {} without Kueue."""
+        if self.sync is None or self.sync.kueue is None:
+            return {}
+        try:
+            rows = {row.name: row for row in await self.sync.queue_rows()}
+        except PaddleCloudError as exc:
+            self.log.warning("Cannot read the Kueue ClusterQueues: %s", exc.message)
+            rows = {}
+        teams = {}
+        for queue in team_queues(config):
+            row = rows.get(queue.name)
+            gpus = queue.nominal.get("gpus")
+            teams[queue.owner.partition(":")[2]] = {
+                "guaranteed_gpus": None if gpus is None else int(gpus),
+                "borrowed_gpus": row.borrowed_gpus if row is not None else None}
+        return teams
+
+    async def queue_section(self) -> dict | None:
+        """The overview's `queues` with Kueue (None without): a row per ClusterQueue of ours, or
+        the reason they could not be read."""
+        if self.sync is None or self.sync.kueue is None:
+            return None
+        try:
+            return {"rows": [row.to_dict() for row in await self.sync.queue_rows()]}
+        except PaddleCloudError as exc:
+            self.log.warning("Cannot read the Kueue ClusterQueues: %s", exc.message)
+            return {"rows": [], "error": exc.message}
+
+    async def prune_queues(self, config: QuotaConfig) -> None:
+        """Delete our ClusterQueues no quota wants any more, once empty (QuotaSync.prune_queues);
+        every hub user's groups come from the hub, so a user the hub cannot list is not pruned."""
+        users = {user["name"]: user.get("groups") or [] for user in await self.directory.users()}
+        await self.sync.prune_queues(config, users)
+
+    async def resync_queues(self) -> None:
+        """Kueue: every team's ClusterQueue written, and ours no quota wants deleted once empty."""
+        config = await self.store.load()
+        await self.sync.sync_teams(config)
+        await self.prune_queues(config)
+
+    async def keep_queues_in_sync(self) -> None:
+        """resync_queues every `kueue_resync_seconds` until cancelled (the service's stop)."""
+        while True:
+            await asyncio.sleep(self.kueue_resync_seconds)
+            try:
+                await self.resync_queues()
+            except PaddleCloudError as exc:
+                self.log.warning("Cannot bring the Kueue queues in line with the quotas: %s", exc.message)
 
     async def cluster_overview(self) -> dict:
         """Capacity and usage, every user's running jobs, GPU-hours per user and group."""
@@ -316,7 +374,7 @@ class QuotaService(Application):
             self.log.warning("Cannot read the cluster's nodes and pods: %s", exc)
             capacity = {"source": self.store_kind, "nodes": [], "total": None,
                         "error": f"Cannot read the cluster's nodes and pods: {exc}"}
-        return overview(capacity, user_jobs, now(), errors)
+        return overview(capacity, user_jobs, now(), errors, queues=await self.queue_section())
 
     async def cancel_job(self, admin: str, user: str, job: str) -> dict:
         """Cancel `user`'s job `job` on behalf of `admin`, and say so in the log."""
@@ -358,6 +416,11 @@ class QuotaService(Application):
                     await self.sync.sync_user(username, groups, config=config, missing_ok=True)
                 except PaddleCloudError as exc:  # NoNamespace among them
                     sync_errors.append(f"{username}: {exc.message}")
+            if self.sync.kueue is not None:
+                try:  # a queue no quota wants any more goes once its jobs have (kept until then)
+                    await self.prune_queues(config)
+                except PaddleCloudError as exc:
+                    sync_errors.append(f"queues: {exc.message}")
         if kind == "users":
             view = await self.user_view(name, config)
         elif kind == "groups":
@@ -385,8 +448,13 @@ class QuotaService(Application):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):  # the hub stops services with SIGINT
             loop.add_signal_handler(signum, stop.set)
+        resync = None
+        if self.sync is not None and self.sync.kueue is not None and self.kueue_resync_seconds > 0:
+            resync = asyncio.create_task(self.keep_queues_in_sync())
         await stop.wait()
         server.stop()
+        if resync is not None:
+            resync.cancel()
         if self.sync is not None:
             await self.sync.api.close()
         self.log.info("Quota service stopped")

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..constants import QUOTA_NAME, USER_NAMESPACE_TEMPLATE, GPU_RESOURCE, SERVICE_ACCOUNT_DIR
 from ..errors import BackendUnavailable
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable, api_path
 from ..constants import QUEUE_ANNOTATION
-from ..quota import queues
+from ..quota import queue_admin, queues
 from ..quota.model import Effective, QuotaConfig, resolve
 from ..quota.store import KubernetesQuotaStore
 from ..tenancy import local_queue, user_resource_quota
@@ -214,3 +214,46 @@ class QuotaSync:
             await self.sync_queue(queue)
             written.append(queue.name)
         return written
+
+    async def cluster_queues(self) -> list[dict]:
+        """Every ClusterQueue in the cluster (Kueue only: [] without it); `queue_admin` picks ours.
+        BackendUnavailable names what could not be read."""
+        if self.kueue is None:
+            return []
+        listed = await _kube("read the Kueue ClusterQueues",
+                             self.api.list(api_path(queues.KUEUE_API_VERSION, "clusterqueues")))
+        return listed.get("items") or []
+
+    async def queue_rows(self) -> list[queue_admin.QueueRow]:
+        """What each of our ClusterQueues holds now (the overview's `queues`)."""
+        return queue_admin.queue_rows(await self.cluster_queues(), self.gpu_resource)
+
+    async def prune_queues(self, config: QuotaConfig, users: Mapping[str, Iterable[str]]) -> queue_admin.Prune:
+        """Delete our ClusterQueues the model no longer wants (`users`: every hub user -> their
+        groups, all of them: a user left out loses their personal queue) once they hold no
+        workload; a busy one is kept for the next sync (queue_admin's docstring). The delete is
+        conditional on the resourceVersion read, so a queue that took a job since is kept too.
+        Returns what was deleted and what was kept, and why."""
+        if self.kueue is None:
+            return queue_admin.Prune({}, {})
+        plan = queue_admin.queues_to_prune(await self.cluster_queues(), queue_admin.wanted_queues(config, users))
+        deleted, keep = {}, dict(plan.keep)
+        for name, version in plan.delete.items():
+            path = api_path(queues.KUEUE_API_VERSION, "clusterqueues", name=name)
+            body = {"preconditions": {"resourceVersion": version}} if version else None
+            try:
+                await self.api.request("DELETE", path, body=body)
+                deleted[name] = version
+                log.info("Deleted the ClusterQueue %s: no quota of the model wants it and it holds no job", name)
+            except KubeApiError as exc:
+                if exc.status == 404:
+                    continue
+                if exc.status == 409:  # changed since it was read (a job came): the next sync looks again
+                    keep[name] = "changed while it was being deleted"
+                    continue
+                raise BackendUnavailable(exc.describe(f"delete the ClusterQueue {name}")) from exc
+            except KubeUnreachable as exc:
+                raise BackendUnavailable(str(exc)) from exc
+        for name, why in keep.items():
+            log.info("Keeping the ClusterQueue %s for now (no quota wants it): %s", name, why)
+        return queue_admin.Prune(deleted, keep)

@@ -21,7 +21,7 @@ import uuid
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
+from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for, wait_for_async
 
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
@@ -29,7 +29,7 @@ from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
 from paddle_ext.hub.quota_sync import QuotaSync
 from paddle_ext.jobs import Phase
 from paddle_ext.kubeapi import KubeApi
-from paddle_ext.quota import queues
+from paddle_ext.quota import queue_admin, queues
 from paddle_ext.quota.model import Entry, Limits, QuotaConfig, parse_patch
 from paddle_ext.quota.store import KubernetesQuotaStore
 from paddle_ext.spec import JobSpec
@@ -570,6 +570,120 @@ async def test_quota_page_edits_write_the_queues_through_the_quota_service(kueue
     finally:
         hub.stop()
         for name in (hub_ns, prefix + ann, prefix + ben):
+            try:
+                core_v1.delete_namespace(name)
+            except kubernetes.client.ApiException:
+                pass
+        for name in written:
+            try:
+                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+            except kubernetes.client.ApiException:
+                pass
+
+
+async def test_the_overview_shows_a_teams_borrowed_gpus_and_a_deleted_groups_queue_goes_once_empty(
+        kueue_cluster, custom, core_v1, batch_v1, tmp_path, monkeypatch):
+    """The quota service with Kueue, as the admin page reads and edits it: team a (4 GPUs
+    guaranteed) runs a 6-GPU job by borrowing 2 of team b's idle GPUs, and the overview's queues
+    section and the quota page's group row say so; when team a's quota is removed its ClusterQueue
+    stays while the job is admitted there, and goes at the next sync once the job has."""
+    from hubutil import LocalHub
+    from paddle_ext.hub.quota_service import QuotaService
+
+    tag = uuid.uuid4().hex[:6]
+    ann, team_a, team_b = f"ann-{tag}", f"a-{tag}", f"b-{tag}"
+    prefix = f"pcq-{tag}-"
+    hub_ns, ns = prefix + "hub", prefix + ann
+    core_v1.create_namespace({"metadata": {"name": hub_ns}})
+    core_v1.create_namespace({"metadata": {"name": ns, "labels": {USER_LABEL: ann}}})
+    core_v1.create_namespaced_limit_range(ns, tenancy.limit_range(ns))  # as the spawner makes it
+    a_cq, b_cq = (queues.dns_name(queues.TEAM_PREFIX, g) for g in (team_a, team_b))
+    written = [a_cq, b_cq, queues.dns_name(queues.USER_PREFIX, ann)]
+
+    def cluster_queue(name):
+        try:
+            return custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    hub = LocalHub(tmp_path / "paddlecloud")
+    try:
+        hub.start()
+        token = hub.new_token(hub.login("admin"), "admin")
+        assert hub.hub_api("POST", f"/users/{ann}", token).status_code == 201
+        for group in (team_a, team_b):
+            assert hub.hub_api("POST", f"/groups/{group}", token).status_code == 201
+        assert hub.hub_api("POST", f"/groups/{team_a}/users", token, json={"users": [ann]}).status_code == 200
+        monkeypatch.setenv("JUPYTERHUB_API_URL", f"{hub.url}/hub/api")
+        monkeypatch.setenv("JUPYTERHUB_API_TOKEN", token)
+        monkeypatch.setenv("PADDLECLOUD_KUEUE", "{}")  # Kueue on, no lending or borrowing limits
+        service = QuotaService(store_kind="kubernetes", kubeconfig=kueue_cluster.kubeconfig, hub_namespace=hub_ns,
+                               namespace_template=prefix + "{username}")
+        await service.setup()
+        try:
+            for group, gpus in ((team_a, 4), (team_b, 8)):
+                view = await service.update("groups", group, parse_patch({"gpus": gpus, "cpu": "32",
+                                                                          "memory": "128Gi"}))
+                assert "sync_errors" not in view, view
+            wait_for(lambda: condition(custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                                           queues.LOCAL_QUEUE), "Active"),
+                     what="ann's LocalQueue default active")
+            batch_v1.create_namespaced_job(ns, queued_job("wide", workers=3, gpus=2, complete_after="1h"))
+            wait_for(lambda: condition(workload_of(custom, ns, "wide") or {}, "Admitted"), timeout=60,
+                     what="team a's 6-GPU job admitted by borrowing 2 of team b's idle GPUs",
+                     message=lambda: (workload_of(custom, ns, "wide") or {}).get("status"))
+
+            async def rows():
+                section = (await service.cluster_overview())["queues"]
+                assert "error" not in section, section
+                return {row["name"]: row for row in section["rows"]}
+
+            seen = {}
+
+            async def team_a_borrowing():
+                seen["row"] = (await rows()).get(a_cq)
+                return seen["row"] if seen["row"] and seen["row"]["borrowed_gpus"] == 2 else None
+
+            row = await wait_for_async(team_a_borrowing, what="the overview's queues to show team a borrowing 2 GPUs",
+                                       message=lambda: repr(seen.get("row")))
+            assert row == {"name": a_cq, "kind": "team", "owner": team_a, "title": f"team {team_a}'s queue",
+                           "guaranteed_gpus": 4, "used_gpus": 6, "borrowed_gpus": 2, "idle_gpus": 0,
+                           "admitted": 1, "pending": 0}
+            b_row = (await rows())[b_cq]
+            assert (b_row["guaranteed_gpus"], b_row["used_gpus"], b_row["idle_gpus"]) == (8, 0, 8)
+            groups = {g["group"]: g for g in (await service.overview())["groups"]}
+            assert (groups[team_a]["guaranteed_gpus"], groups[team_a]["borrowed_gpus"]) == (4, 2)
+            assert (groups[team_b]["guaranteed_gpus"], groups[team_b]["borrowed_gpus"]) == (8, 0)
+
+            # Team a's quota removed: ann moves to a queue of her own; team a's queue stays while
+            # her job is admitted in it (Kueue could not finish deleting it, and it must not strand it).
+            view = await service.update("groups", team_a, parse_patch({"gpus": None, "cpu": None, "memory": None}))
+            assert "sync_errors" not in view, view
+            assert custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                       queues.LOCAL_QUEUE)["spec"]["clusterQueue"] == written[2]
+            kept = cluster_queue(a_cq)
+            assert kept is not None and not kept["metadata"].get("deletionTimestamp"), kept
+            assert team_a not in {g["group"] for g in (await service.overview())["groups"] if "guaranteed_gpus" in g}
+
+            batch_v1.delete_namespaced_job("wide", ns, propagation_policy="Background")
+            wait_for(lambda: not any(((cluster_queue(a_cq) or {}).get("status") or {}).get(key)
+                                     for key in queue_admin.WORKLOAD_COUNTS),
+                     what="team a's queue empty once the job is gone", message=lambda: cluster_queue(a_cq))
+            service.kueue_resync_seconds = 0.5  # the service's own periodic sync (serve() runs it)
+            resync = asyncio.create_task(service.keep_queues_in_sync())
+            try:
+                await wait_for_async(lambda: cluster_queue(a_cq) is None, what="team a's empty queue deleted",
+                                     message=lambda: repr(cluster_queue(a_cq)))
+            finally:
+                resync.cancel()
+            assert a_cq not in await rows() and cluster_queue(b_cq) is not None  # b still has its quota
+        finally:
+            await service.store.api.close()
+    finally:
+        hub.stop()
+        for name in (hub_ns, ns):
             try:
                 core_v1.delete_namespace(name)
             except kubernetes.client.ApiException:

@@ -116,6 +116,9 @@ def test_every_values_file_renders_and_each_object_is_what_the_hub_expects(name)
             "verbs": ["get", "list", "watch"]} in hub_rules
     if name == "kueue":
         assert settings["kueue_enabled"] is True and settings["kueue_borrowing_limit"] == {"gpus": 8}
+        # The quota service reads ClusterQueues for the overview and deletes those no quota wants.
+        assert {"apiGroups": ["kueue.x-k8s.io"], "resources": ["clusterqueues"],
+                "verbs": ["get", "list", "watch", "create", "patch", "delete"]} in hub_rules
     if name == "full":
         assert public["spec"]["type"] == "NodePort" and public["spec"]["ports"][0]["nodePort"] == 30080
         assert find(docs, "PodDisruptionBudget", "proxy")["spec"]["minAvailable"] == 1

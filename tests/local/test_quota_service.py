@@ -263,6 +263,7 @@ async def test_admin_overview_lists_every_running_job_and_cancel_is_audited(hub,
         response = overview_call(hub, "GET", "overview", admin)
         assert response.status_code == 200, response.text
         data = response.json()
+        assert "queues" not in data  # no Kueue here: no queues section (it is Kueue's ClusterQueues)
         (row,) = [r for r in data["jobs"] if r["name"] == job.name]
         assert {k: row[k] for k in ("user", "workers", "gpus", "cpu", "memory", "backend")} == {
             "user": "bob", "workers": 2, "gpus": 2, "cpu": "3", "memory": "2Gi", "backend": "local"}

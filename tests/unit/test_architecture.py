@@ -33,6 +33,7 @@ PURE = {
     "paddle_ext.spec", "paddle_ext.options", "paddle_ext.jobs", "paddle_ext.launch", "paddle_ext.manifests",
     "paddle_ext.jobkinds", "paddle_ext.restarts",
     "paddle_ext.tenancy", "paddle_ext.policies", "paddle_ext.quota.model", "paddle_ext.quota.queues",
+    "paddle_ext.quota.queue_admin",
     "paddle_ext.backends.kubernetes_status",
     "paddle_ext.backends.kubernetes_progress", "paddle_ext.progress", "paddle_ext.metrics",
     "paddle_ext.loglines", "paddle_ext.reporting", "paddle_ext.capacity", "paddle_ext.hub.settings",

@@ -104,10 +104,14 @@
       `<tr data-default="1"><td class="name">Everyone</td>${FIELDS.map((f) => defaultCell(f, d.default.limits[f], (d.site_default || {})[f])).join("")}` +
       `<td><button data-edit="default:">Edit</button></td></tr>`;
 
+    // With Kueue each group row carries its team queue's guaranteed and borrowed GPUs.
+    const queued = d.groups.some((g) => "guaranteed_gpus" in g);
+    const queueCells = (g) => !queued ? "" : !("guaranteed_gpus" in g) ? '<td data-field="queue"><span class="unset">no queue</span></td>'
+      : `<td data-field="queue">${g.guaranteed_gpus === null ? "unlimited" : g.guaranteed_gpus} / ${g.borrowed_gpus === null ? "?" : g.borrowed_gpus}</td>`;
     $("groups-table").innerHTML = d.groups.length
-      ? headRow("Group", "<th>Members</th>") + d.groups.map((g) =>
+      ? headRow("Group", (queued ? "<th>GPUs guaranteed / borrowed now</th>" : "") + "<th>Members</th>") + d.groups.map((g) =>
         `<tr data-group="${esc(g.group)}"><td class="name">${esc(g.group)}${g.in_hub ? "" : ' <span class="tag admin">not in hub</span>'}</td>` +
-        FIELDS.map((f) => `<td data-field="${f}">${limitText(g.limits[f])}</td>`).join("") +
+        FIELDS.map((f) => `<td data-field="${f}">${limitText(g.limits[f])}</td>`).join("") + queueCells(g) +
         `<td>${g.members.length ? g.members.map((m) => `<span class="tag">${esc(m)}</span>`).join("") : '<span class="unset">none</span>'}</td>` +
         `<td><button data-edit="groups:${esc(g.group)}">Edit</button></td></tr>`).join("")
       : '<tr><td class="hint">No hub groups yet. Create groups in the hub\'s admin page; they show up here.</td></tr>';
@@ -259,6 +263,21 @@
       : '<tr><td class="hint">No job is running.</td></tr>';
   }
 
+  function renderQueues(section) {
+    $("queues").hidden = !section;
+    if (!section) return;
+    $("queues-error").textContent = section.error || "";
+    $("queues-error").hidden = !section.error;
+    const gpus = (n) => n === null ? "unlimited" : n;
+    $("queues-table").innerHTML = section.rows.length
+      ? "<tr><th>Queue</th><th>For</th><th>GPUs guaranteed</th><th>In use</th><th>Borrowed</th><th>Idle</th><th>Admitted</th><th>Pending</th></tr>" +
+        section.rows.map((q) => `<tr data-queue="${esc(q.name)}"><td class="name">${esc(q.name)}</td><td>${esc(q.kind)} ${esc(q.owner)}</td>` +
+          `<td data-field="guaranteed">${gpus(q.guaranteed_gpus)}</td><td data-field="used">${q.used_gpus}</td>` +
+          `<td data-field="borrowed">${q.borrowed_gpus}</td><td data-field="idle">${q.idle_gpus === null ? "–" : q.idle_gpus}</td>` +
+          `<td data-field="admitted">${q.admitted}</td><td data-field="pending">${q.pending}</td></tr>`).join("")
+      : '<tr><td class="hint">No queue yet: teams with a quota and users who started a server get one.</td></tr>';
+  }
+
   function renderHours(hours) {
     // Plain SVG: per row a 30-day bar with the 7-day bar over it.
     const rows = [];
@@ -296,6 +315,7 @@
     $("overview-error").hidden = true;
     renderCapacity(result.data.capacity);
     renderJobs(result.data.jobs);
+    renderQueues(result.data.queues);
     renderHours(result.data.gpu_hours);
     for (const e of result.data.errors) toast(`Jobs of ${e.user} could not be read: ${e.message}`, true);
   }
