@@ -329,7 +329,7 @@ def top_level_folders() -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
-def tests_subfolders() -> frozenset[str]:
+def subfolders_of_tests() -> frozenset[str]:
     return frozenset(p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
@@ -357,7 +357,7 @@ def check_path(span: str) -> str | None:
     candidates = []
     if first in top_level_folders():
         candidates.append(REPO / path_text)
-    if first in tests_subfolders() and (path_text.endswith(".py") or names):
+    if first in subfolders_of_tests() and (path_text.endswith(".py") or names):
         candidates.append(REPO / "tests" / path_text)  # a test named relative to tests/, as in the promise table
     if not candidates:
         return None
