@@ -343,9 +343,15 @@ def _trait_default(cls: type, name: str, trait: Any) -> str:
             for klass in cls.__mro__):
         return "computed at start (see meaning)"
     try:
-        return _code(trait.default_value_repr())
+        shown = trait.default_value_repr()
     except Exception:  # a trait whose default cannot be shown
         return ""
+    return _code(portable(shown))
+
+
+def portable(text: str) -> str:
+    """`text` without this checkout's location: repository paths relative to it."""
+    return text.replace(f"{ROOT}/", "")
 
 
 def settings_page(classes: list[Any] | None = None) -> str:
