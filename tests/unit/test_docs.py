@@ -339,8 +339,11 @@ PATH_CHARS = re.compile(r"^[A-Za-z0-9_.\-/]+(::[A-Za-z0-9_]+(\[[^\]]*\])?)*$")
 def is_build_output(path: Path, folder: bool = False) -> bool:
     """A path git ignores (labextension/prebuilt/, .venv/, ...); `folder`: it names a folder."""
     name = str(path.relative_to(REPO)) + ("/" if folder else "")
-    result = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name],
-                            capture_output=True)
+    try:
+        result = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name],
+                                capture_output=True, timeout=60)
+    except OSError:  # no git here: nothing counts as a build output
+        return False
     return result.returncode == 0
 
 
