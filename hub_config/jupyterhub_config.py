@@ -40,7 +40,7 @@ import yaml
 
 from traitlets.config import Config
 
-from paddle_ext import homeseed, tenancy
+from paddle_ext import environment as E, homeseed, tenancy
 from paddle_ext.constants import (HUB_API_PORT, NAMESPACE_TEMPLATE_ENV, NOTEBOOK_SERVICE_ACCOUNT,
                                   KUEUE_ENV, OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV)
 from paddle_ext.hub.login_config import configure_login
@@ -58,18 +58,18 @@ except (OSError, ValueError) as exc:  # one line, not a traceback: the admin has
 env = os.environ.get
 
 # --- Hub, proxy, state --------------------------------------------------------------
-state_dir = env("PADDLECLOUD_HUB_STATE_DIR", "/srv/jupyterhub")
+state_dir = env(E.HUB_STATE_DIR_ENV, "/srv/jupyterhub")
 os.makedirs(state_dir, exist_ok=True)
-c.JupyterHub.bind_url = f"http://{env('PADDLECLOUD_HUB_IP', '0.0.0.0')}:{env('PADDLECLOUD_HUB_PORT', '8000')}"
-c.JupyterHub.hub_bind_url = (f"http://{env('PADDLECLOUD_HUB_API_IP', '0.0.0.0')}"
-                             f":{env('PADDLECLOUD_HUB_API_PORT', str(HUB_API_PORT))}")
-if env("PADDLECLOUD_PROXY_API_URL"):  # a proxy pod of its own (the Helm chart): do not start one
+c.JupyterHub.bind_url = f"http://{env(E.HUB_IP_ENV, '0.0.0.0')}:{env(E.HUB_PORT_ENV, '8000')}"
+c.JupyterHub.hub_bind_url = (f"http://{env(E.HUB_API_IP_ENV, '0.0.0.0')}"
+                             f":{env(E.HUB_API_PORT_ENV, str(HUB_API_PORT))}")
+if env(E.PROXY_API_URL_ENV):  # a proxy pod of its own (the Helm chart): do not start one
     c.ConfigurableHTTPProxy.should_start = False
-    c.ConfigurableHTTPProxy.api_url = env("PADDLECLOUD_PROXY_API_URL")
-elif env("PADDLECLOUD_PROXY_API_PORT"):
-    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('PADDLECLOUD_PROXY_API_PORT')}"
-if settings.hub_connect_url or env("PADDLECLOUD_HUB_CONNECT_URL"):
-    c.JupyterHub.hub_connect_url = env("PADDLECLOUD_HUB_CONNECT_URL") or settings.hub_connect_url
+    c.ConfigurableHTTPProxy.api_url = env(E.PROXY_API_URL_ENV)
+elif env(E.PROXY_API_PORT_ENV):
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env(E.PROXY_API_PORT_ENV)}"
+if settings.hub_connect_url or env(E.HUB_CONNECT_URL_ENV):
+    c.JupyterHub.hub_connect_url = env(E.HUB_CONNECT_URL_ENV) or settings.hub_connect_url
 c.JupyterHub.db_url = f"sqlite:///{os.path.join(state_dir, 'jupyterhub.sqlite')}"
 c.JupyterHub.cookie_secret_file = os.path.join(state_dir, "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = os.path.join(state_dir, "proxy.pid")
@@ -78,15 +78,15 @@ c.JupyterHub.cleanup_servers = False  # notebooks outlive a hub restart
 # --- Authentication -----------------------------------------------------------------
 # No default on purpose: a shared GPU cluster must not start with an open door.
 # Tests and trials may say "dummy" (any password); production names a real one.
-if not env("PADDLECLOUD_AUTHENTICATOR_CLASS"):
+if not env(E.AUTHENTICATOR_CLASS_ENV):
     raise SystemExit("PaddleCloud Hub: set PADDLECLOUD_AUTHENTICATOR_CLASS (e.g. generic-oauth, ldapauthenticator; "
                      "'dummy' accepts any password and is for trials only).")
 # Who may log in is the admin's explicit choice too: with an OAuth provider, "anyone with an
 # account there" would mean anyone gets a GPU notebook (JupyterHub 5 no longer defaults to it).
 # Groups from the login (OIDC claims, LDAP groups) become hub groups: the quota groups.
 try:
-    configure_login(c, settings, env("PADDLECLOUD_AUTHENTICATOR_CLASS"),
-                    admin_users={name.strip() for name in env("PADDLECLOUD_ADMIN_USERS", "admin").split(",")
+    configure_login(c, settings, env(E.AUTHENTICATOR_CLASS_ENV),
+                    admin_users={name.strip() for name in env(E.ADMIN_USERS_ENV, "admin").split(",")
                                  if name.strip()})
 except ValueError as exc:
     raise SystemExit(str(exc)) from None
@@ -145,7 +145,7 @@ c.JupyterHub.load_roles = [
 # through the hub's Service (quota_service_host), so it listens on every interface.
 configure_quota_service(
     c, port=settings.quota_service_port, host=settings.quota_service_host,
-    listen_ip=env("PADDLECLOUD_QUOTA_LISTEN_IP", ""),
+    listen_ip=env(E.QUOTA_LISTEN_IP_ENV, ""),
     environment={QUOTA_STORE_ENV: "kubernetes", "POD_NAMESPACE": settings.hub_namespace,
                  NAMESPACE_TEMPLATE_ENV: settings.user_namespace_template,
                  SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota),
@@ -157,8 +157,8 @@ configure_quota_service(
     admin_users=c.Authenticator.admin_users, admin_groups=settings.admin_groups)
 
 # --- Passthrough: the admin's own traitlets config (the chart's hub.config), applied last -----------
-if env("PADDLECLOUD_HUB_CONFIG_FILE"):
+if env(E.HUB_CONFIG_FILE_ENV):
     try:
-        c.merge(Config(traitlets_passthrough(env("PADDLECLOUD_HUB_CONFIG_FILE"))))
+        c.merge(Config(traitlets_passthrough(env(E.HUB_CONFIG_FILE_ENV))))
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise SystemExit(f"PaddleCloud Hub: {exc}") from None

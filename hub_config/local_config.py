@@ -26,6 +26,7 @@ import sys
 import yaml
 from traitlets.config import Config
 
+from paddle_ext import environment as E
 from paddle_ext.constants import HOME_ENV, QUOTA_FILE_ENV, QUOTA_STORE_ENV
 from paddle_ext.hub import local
 from paddle_ext.hub.login_config import configure_login
@@ -38,13 +39,13 @@ local.prepare(state)
 
 # --- Authentication
 settings = None
-if os.environ.get("PADDLECLOUD_AUTHENTICATOR_CLASS"):
+if os.environ.get(E.AUTHENTICATOR_CLASS_ENV):
     # A real login (LDAP, OpenID Connect) instead of the demo password, chosen exactly as on
     # Kubernetes: PADDLECLOUD_AUTHENTICATOR_CLASS, PADDLECLOUD_ALLOWED_USERS/_GROUPS or _ALLOW_ALL,
     # PADDLECLOUD_ADMIN_GROUPS, and the authenticator's own traits in PADDLECLOUD_HUB_CONFIG_FILE.
     try:
         settings = HubSettings.load()
-        configure_login(c, settings, os.environ["PADDLECLOUD_AUTHENTICATOR_CLASS"], admin_users={local.ADMIN_USER})
+        configure_login(c, settings, os.environ[E.AUTHENTICATOR_CLASS_ENV], admin_users={local.ADMIN_USER})
     except (OSError, ValueError) as exc:
         raise SystemExit(str(exc)) from None
 else:
@@ -74,8 +75,8 @@ c.Spawner.http_timeout = 120
 # --- Hub, proxy, state: all on 127.0.0.1; internal ports free by default, so a demo on
 # 8000 does not collide with another JupyterHub's 8081/8001 on the same machine.
 c.JupyterHub.bind_url = f"http://127.0.0.1:{local.public_port()}"
-c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{local.port_from_env('PADDLECLOUD_HUB_API_PORT')}"
-c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{local.port_from_env('PADDLECLOUD_PROXY_API_PORT')}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{local.port_from_env(E.HUB_API_PORT_ENV)}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{local.port_from_env(E.PROXY_API_PORT_ENV)}"
 c.ConfigurableHTTPProxy.pid_file = str(local.hub_dir(state) / "jupyterhub-proxy.pid")
 c.JupyterHub.db_url = f"sqlite:///{local.hub_dir(state) / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(local.hub_dir(state) / "jupyterhub_cookie_secret")
@@ -86,18 +87,18 @@ c.JupyterHub.cleanup_proxy = True
 
 # --- The quota service at /services/quota/
 configure_quota_service(
-    c, port=local.port_from_env("PADDLECLOUD_QUOTA_PORT"),
+    c, port=local.port_from_env(E.QUOTA_PORT_ENV),
     environment={HOME_ENV: str(state), QUOTA_FILE_ENV: str(local.quota_file(state)), QUOTA_STORE_ENV: "local"},
     # The hub's admin administers quotas through the quota admin role: its scope is what the
     # service checks on each token (an admin's browser session holds it through this role).
-    admin_users=[local.ADMIN_USER, *(name for name in os.environ.get("PADDLECLOUD_QUOTA_ADMINS", "").split(",")
+    admin_users=[local.ADMIN_USER, *(name for name in os.environ.get(E.QUOTA_ADMINS_ENV, "").split(",")
                                      if name)],
     admin_groups=settings.admin_groups if settings else (),
 )
 
 # --- The authenticator's own traits (server, client id, ...), as the chart's hub.config, applied last
-if os.environ.get("PADDLECLOUD_HUB_CONFIG_FILE"):
+if os.environ.get(E.HUB_CONFIG_FILE_ENV):
     try:
-        c.merge(Config(traitlets_passthrough(os.environ["PADDLECLOUD_HUB_CONFIG_FILE"])))
+        c.merge(Config(traitlets_passthrough(os.environ[E.HUB_CONFIG_FILE_ENV])))
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise SystemExit(f"PaddleCloud Hub: {exc}") from None

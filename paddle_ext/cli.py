@@ -114,17 +114,18 @@ def build_parser() -> argparse.ArgumentParser:
     submit = commands.add_parser("submit", parents=[common], help="start a job; prints its name")
     add_job_options(submit)
     submit.add_argument("--follow", "-f", action="store_true", help="stream logs until the job ends")
-    submit.add_argument("job_command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]")
+    submit.add_argument("job_command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARG...]",
+                        help="what each worker runs, after --")
 
     listing = commands.add_parser("list", parents=[common], help="list jobs")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
 
     status = commands.add_parser("status", parents=[common], help="show a job's state")
-    status.add_argument("name")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("name", help="the job's name")
+    status.add_argument("--json", action="store_true", help="print the job as JSON")
 
     logs = commands.add_parser("logs", parents=[common], help="print a job's logs")
-    logs.add_argument("name")
+    logs.add_argument("name", help="the job's name")
     logs.add_argument("--follow", "-f", action="store_true", help="keep streaming until the job ends")
     logs.add_argument("--worker", type=_count, help="only this worker's log")
     logs.add_argument("--tail", type=_count, help="only the last N lines (per worker)")
@@ -133,14 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
                            "and paddle_ext.report() records")
 
     cancel = commands.add_parser("cancel", parents=[common], help="stop a job")
-    cancel.add_argument("name")
+    cancel.add_argument("name", help="the job's name")
 
     code = commands.add_parser("code", parents=[common], help="get back the code a job ran")
-    code.add_argument("name")
+    code.add_argument("name", help="the job's name")
     code.add_argument("--output", "-o", help="folder to write it to (default: ./<name>-code; must be empty)")
 
     quota = commands.add_parser("quota", parents=[common], help="show your limits and usage")
-    quota.add_argument("--json", action="store_true")
+    quota.add_argument("--json", action="store_true", help="print limits and usage as JSON")
     return parser
 
 

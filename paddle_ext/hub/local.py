@@ -26,11 +26,12 @@ from ..backends.registry import LOCAL
 from ..homeseed import seed_home
 from ..ports import free_port
 from ..constants import BACKEND_ENV, HOME_ENV, QUOTA_FILE_ENV, paddlecloud_home
+from ..environment import DEMO_PASSWORD_ENV, HUB_PORT_ENV
 
 ADMIN_USER = "admin"
 DEFAULT_PORT = 8000
-PASSWORD_ENV = "PADDLECLOUD_DEMO_PASSWORD"
-PORT_ENV = "PADDLECLOUD_HUB_PORT"
+PASSWORD_ENV = DEMO_PASSWORD_ENV
+PORT_ENV = HUB_PORT_ENV
 PASSWORD_FILE = "demo-password"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = ("quickstart.ipynb", "train.py")

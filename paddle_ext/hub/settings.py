@@ -17,6 +17,7 @@ import yaml
 
 from ..constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASETS_ENV, DEFAULT_JOB_KIND, GPU_RESOURCE, IMAGES_ENV,
                          MANAGED_BY, USER_NAMESPACE_TEMPLATE, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from ..environment import VALUES_ENV, setting_env_name
 from ..jobkinds import JOB_KINDS
 from ..errors import NoNamespace
 from ..backends.registry import KUBERNETES, config_section
@@ -137,7 +138,7 @@ class HubSettings:
         (JSON for lists and dicts) override the defaults."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        path = values_file or environ.get("PADDLECLOUD_VALUES")
+        path = values_file or environ.get(VALUES_ENV)
         if path:
             with open(path, encoding="utf-8") as f:
                 values.update(yaml.safe_load(f) or {})
@@ -146,7 +147,7 @@ class HubSettings:
         if unknown:
             raise ValueError(f"unknown setting(s) in {path}: {', '.join(unknown)}")
         for name in fields:
-            text = environ.get(f"PADDLECLOUD_{name.upper()}")
+            text = environ.get(setting_env_name(name))
             if text is not None:
                 values[name] = _parse_env_value(name, text)
         for name in _TUPLE_FIELDS:
@@ -227,12 +228,12 @@ def _parse_env_value(name: str, text: str):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"PADDLECLOUD_{name.upper()} must be JSON: {exc}") from exc
+            raise ValueError(f"{setting_env_name(name)} must be JSON: {exc}") from exc
     if name in _INT_FIELDS:
         return int(text)
     if name in _BOOL_FIELDS:
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"PADDLECLOUD_{name.upper()} must be true or false (got '{text}')")
+            raise ValueError(f"{setting_env_name(name)} must be true or false (got '{text}')")
         return text.lower() in ("true", "1", "yes")
     return text or None if name in _OPTIONAL_FIELDS else text
 

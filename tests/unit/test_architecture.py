@@ -29,7 +29,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "paddle_ext"
 PURE = {
-    "paddle_ext.lazy", "paddle_ext.constants", "paddle_ext.grammars", "paddle_ext.quantity", "paddle_ext.timestamps", "paddle_ext.errors",
+    "paddle_ext.lazy", "paddle_ext.constants", "paddle_ext.environment", "paddle_ext.grammars", "paddle_ext.quantity", "paddle_ext.timestamps", "paddle_ext.errors",
     "paddle_ext.spec", "paddle_ext.options", "paddle_ext.jobs", "paddle_ext.launch", "paddle_ext.manifests",
     "paddle_ext.jobkinds", "paddle_ext.restarts",
     "paddle_ext.tenancy", "paddle_ext.policies", "paddle_ext.quota.model", "paddle_ext.quota.queues",
