@@ -68,6 +68,7 @@ demo: setup
 
 include tools/k8s/k8s.mk
 include benchmarks/bench.mk
+include tools/docs/docs.mk
 
 test: setup browser-deps login-deps
 	$(MAKE) lint docs test-unit test-lab test-local test-cluster test-browser test-helm
@@ -130,7 +131,7 @@ test-helm: setup cluster-deps $(OIDC_PROVIDER)
 # link, a page left out of every toctree or a cross-reference to nothing fails the build.
 # Output in docs/_build/html (git-ignored); open docs/_build/html/index.html.
 docs: $(VENV_STAMP)
-	$(VENV)/bin/sphinx-build -W --keep-going -n -q -b html docs docs/_build/html
+	$(VENV)/bin/sphinx-build -E -W --keep-going -n -q -b html docs docs/_build/html
 
 # values.schema.yaml (hand-written) -> values.schema.json (what helm reads).
 helm-schema: $(VENV_STAMP)

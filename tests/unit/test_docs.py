@@ -448,29 +448,14 @@ def named_things():
                 yield path, chunk, span
 
 
-# What this test found in the README when it was written (issue 27), left for the README's
-# rewrite to fix: (page, problem). Each is allowed only while the page still has it, so the
-# list can only shrink: once the README is fixed, delete the entries (or the whole set).
-KNOWN_FINDINGS = {
-    ("README.md", "`paddle_ext.tenancy.service_exposure_policy()`: paddle_ext/tenancy.py has no "
-                  "service_exposure_policy"),
-    *(("README.md", f"`{name}`: no fixture, marker or test helper of that name")
-      for name in ("real_api_client", "real_core_v1", "real_batch_v1", "real_rbac_v1", "make_real_namespace")),
-}
-
-
 def test_every_file_test_module_and_fixture_a_page_names_exists():
     found: dict[tuple[str, str], list[str]] = {}
     for path, chunk, span in named_things():
         for problem in (check_path(span), check_module(span), check_fixture(span, chunk)):
             if problem:
                 found.setdefault((page_id(path), problem), []).append(f"{page_id(path)}:{chunk.line}")
-    failures = [f"{where[0]}: {problem}" for (page, problem), where in sorted(found.items())
-                if (page, problem) not in KNOWN_FINDINGS]
-    fixed = sorted(f"{page}: {problem}" for page, problem in KNOWN_FINDINGS - set(found))
+    failures = [f"{where[0]}: {problem}" for (page, problem), where in sorted(found.items())]
     assert not failures, "names in the docs that do not exist:\n" + "\n".join(failures)
-    assert not fixed, ("fixed in the docs, so take them out of KNOWN_FINDINGS in tests/unit/test_docs.py:\n"
-                       + "\n".join(fixed))
 
 
 def test_the_name_checks_catch_what_they_are_for():
