@@ -39,8 +39,9 @@ from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from .base import JobBackend, code_not_stored
 from .kubernetes_progress import related_events
-from .kubernetes_queue import KueueView
-from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
+from .kubernetes_queue import KueueView, requeue_patch, requeues
+from .kubernetes_status import (container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker,
+                                template_annotations)
 
 # What only some commands need is imported where it is used, so that `paddlecloud list`
 # does not pay for it at start: the quota model (quota, submit's preflight), the code
@@ -481,11 +482,30 @@ class KubernetesBackend(JobBackend):
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
         result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
+        if kueue is not None and result.phase == Phase.QUEUED and result.requeues:
+            await self._record_requeues(job, kueue)
         if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
                 and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))
             self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
         return result
+
+    async def _record_requeues(self, job: dict, kueue: KueueView) -> None:
+        """Write a requeued job's requeues on its pod template while it is suspended, so the
+        workers Kueue readmits start as the next attempt ($PADDLECLOUD_RESTART) and the count
+        stays readable once it runs. Only a reading of the job does it (no controller of
+        ours): a job nobody read while it waited restarts as attempt 1 and says nothing of the
+        requeue (its checkpoint still resumes it). A job Kueue has started again meanwhile
+        refuses the change (its template is fixed then): left as it is."""
+        annotations = template_annotations(self.kind, job)
+        patch = requeue_patch(self.kind.template_path, annotations, *requeues(job, annotations, kueue))
+        if patch is None:
+            return
+        name = job["metadata"]["name"]
+        try:
+            await self._call("record the job's requeue", "patch", self._job_path(name), body=patch)
+        except PaddleCloudError as exc:  # reading the job must not fail for it
+            self.log.info("Did not record the requeue of %s/%s: %s", self.namespace, name, exc.message)
 
     # ------------------------------------------------------------ cancel
 

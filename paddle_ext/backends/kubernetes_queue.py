@@ -20,6 +20,11 @@ the ClusterQueues (their titles). `KueueView` carries them to `kubernetes_status
   limit, or the numbers are not known.
 - **Interruptions**: a Workload evicted by preemption or by waitForPodsReady says so, in words,
   as the job's message ("preempted: team audio reclaimed its GPUs; requeued").
+- **Requeues**: how often Kueue sent the job back (its Workload's status.schedulingStats.evictions,
+  every reason counted), recorded on the suspended Job's pod template (`requeue_patch`) so the
+  readmitted workers start as the next attempt ($PADDLECLOUD_RESTART, paddle_ext.worker) and
+  resume from their checkpoint. A requeue is not a failure: Kubernetes' Job controller takes the
+  pods it deletes on suspension out of its failure count, so max_restarts is not spent on it.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import re
 from decimal import Decimal
 from typing import Iterable, Mapping
 
-from ..constants import GPU_RESOURCE, QUEUE_TITLE_ANNOTATION
+from ..constants import GPU_RESOURCE, QUEUE_TITLE_ANNOTATION, REQUEUE_REASON_ANNOTATION, REQUEUES_ANNOTATION
 from ..jobs import QueueState
 from ..quantity import format_quantity, parse_quantity
 from ..timestamps import parse_time
@@ -220,11 +225,12 @@ def waiting_for(missing: list[tuple[str, Decimal]], title: str, ahead: int | Non
     return "; ".join(parts)
 
 
-def interruption(workload: dict, cluster_queues: Iterable[dict] = ()) -> str | None:
-    """Why an admitted job was sent back to the queue, in words; None if it was not."""
+def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeued: bool = True) -> str | None:
+    """Why an admitted job was sent back to the queue, in words ("...; requeued" while it waits
+    again, unless not `say_requeued`); None if it was not."""
     conds = conditions(workload)
     preempted, evicted = conds.get("Preempted") or {}, conds.get("Evicted") or {}
-    requeued = "; requeued" if pending(workload) else ""
+    requeued = "; requeued" if pending(workload) and say_requeued else ""
     if preempted.get("status") == "True" or (evicted.get("status") == "True" and evicted.get("reason") == "Preempted"):
         message = preempted.get("message") or evicted.get("message") or ""
         path = _PREEMPTOR.search(message)
@@ -243,6 +249,51 @@ def interruption(workload: dict, cluster_queues: Iterable[dict] = ()) -> str | N
         detail = (evicted.get("message") or evicted.get("reason") or "").strip().rstrip(".")
         return f"evicted by Kueue: {detail}{requeued}" if detail else f"evicted by Kueue{requeued}"
     return None
+
+
+# ------------------------------------------------------------------ requeues
+
+def evictions(workload: dict) -> int:
+    """How often Kueue evicted the Workload (preempted it, or took its place back), from its
+    status.schedulingStats; at least 1 while it is evicted (an older Kueue keeps no count)."""
+    stats = ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or ()
+    count = sum(e["count"] for e in stats if isinstance(e, dict) and isinstance(e.get("count"), int)
+                and not isinstance(e.get("count"), bool) and e["count"] > 0)
+    return max(count, 1 if holds(workload, "Evicted") else 0)
+
+
+def recorded_requeues(annotations: dict) -> tuple[int, str]:
+    """(requeues, why the last one) as recorded on a job's pod template; (0, "") if none."""
+    text = annotations.get(REQUEUES_ANNOTATION) or ""
+    count = int(text) if isinstance(text, str) and text.isdigit() and len(text) <= 6 else 0
+    reason = annotations.get(REQUEUE_REASON_ANNOTATION) if count else ""
+    return count, (reason[:500] if isinstance(reason, str) else "")
+
+
+def requeues(job: dict, template_annotations: dict, view: KueueView | None) -> tuple[int, str]:
+    """(requeues, why the last one) of a job: Kueue's count while its Workload can be read
+    (the job is queued), else what its pod template records."""
+    count, reason = recorded_requeues(template_annotations)
+    workload = owner_workload(job, view.workloads) if view is not None else None
+    if workload is not None and evictions(workload) > count:
+        count = evictions(workload)
+        reason = interruption(workload, view.cluster_queues, say_requeued=False) or reason
+    return count, reason
+
+
+def requeue_patch(template_path: tuple[str, ...], template_annotations: dict, count: int, reason: str
+                  ) -> dict | None:
+    """The merge patch recording `count` requeues and why on a suspended job's pod template
+    (at `template_path` in its spec), so the workers Kueue readmits know their attempt; None
+    if the template says so already. Kubernetes allows this while the job is suspended (Kueue
+    resets its start time), and Kueue does not compare template annotations, so the Workload
+    stays as it is."""
+    if not count or recorded_requeues(template_annotations) == (count, reason):
+        return None
+    patch: dict = {"metadata": {"annotations": {REQUEUES_ANNOTATION: str(count), REQUEUE_REASON_ANNOTATION: reason}}}
+    for key in reversed(template_path):
+        patch = {key: patch}
+    return {"spec": patch}
 
 
 # ------------------------------------------------------------------ the estimate

@@ -20,7 +20,7 @@ from ..quantity import format_quantity, parse_quantity
 from ..restarts import PEER_LOST_EXIT_CODE, exit_cause
 from ..spec import FIELDS as SPEC_FIELDS
 from ..spec import check_field
-from .kubernetes_queue import KueueView, queue_state
+from .kubernetes_queue import KueueView, queue_state, requeues
 from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
                                   worker_progress)
 
@@ -105,6 +105,16 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -
                     return count, f"worker {index} was stopped: its pod was deleted"
     index, pod = (causes or replaced)[-1]
     return count, f"worker {index} {_ended_how(pod)}"
+
+
+def template_annotations(kind: JobKind, job: dict) -> dict:
+    """The annotations of the job's worker pod template (what its next pods get)."""
+    template = job.get("spec") or {}
+    for key in kind.template_path:
+        template = template.get(key) if isinstance(template, dict) else None
+    metadata = (template or {}).get("metadata") if isinstance(template, dict) else None
+    annotations = (metadata or {}).get("annotations") if isinstance(metadata, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
 
 
 def _container_status(pod: dict) -> dict:
@@ -423,6 +433,11 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
+    # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent; a
+    # restart seen in the pods came after the last requeue (its pods are all new), so it names the reason.
+    requeued, requeue_reason = requeues(job, template_annotations(kind, job), kueue)
+    if requeued and not restarts:
+        last_restart_reason = requeue_reason
     if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:
         if failed.get("reason") == "PodFailurePolicy" and spec.get("max_restarts"):
             message += " Not restarted: an error in the job's own code fails it at once."
@@ -440,6 +455,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
         progress=progress, restarts=restarts, last_restart_reason=last_restart_reason, queue=queue,
+        requeues=requeued,
     )
 
 

@@ -198,3 +198,55 @@ def test_hostile_or_odd_workloads_read_without_errors():
     job = job_from_objects(suspended_job("mine"), [], [], kueue=view(odd))
     assert job.phase == Phase.QUEUED and job.queue.position is None  # no queueName: no line to place it in
     assert kq.requests(odd) == {}
+
+
+# ------------------------------------------------------------------ requeues
+
+PREEMPTED_BY_AUDIO = ("Preempted to accommodate a workload (UID: x, JobUID: y) due to reclamation within the cohort; "
+                      "preemptor path: /paddlecloud/paddlecloud-team-audio")
+
+
+def preempted(name, count=None):
+    wl = workload(name, conditions=[cond("Evicted", reason="Preempted", message=PREEMPTED_BY_AUDIO),
+                                    cond("Preempted", reason="InCohortReclamation", message=PREEMPTED_BY_AUDIO),
+                                    cond("QuotaReserved", "False", "Pending", SHORT.format(8))])
+    if count is not None:
+        wl["status"]["schedulingStats"] = {"evictions": [
+            {"reason": "Preempted", "underlyingCause": "InCohortReclamation", "count": count},
+            {"reason": "PodsReadyTimeout", "underlyingCause": "", "count": 1}]}
+    return wl
+
+
+def test_kueues_eviction_count_is_the_requeues_and_at_least_one_while_evicted():
+    assert kq.evictions(preempted("a", count=2)) == 3  # every reason counts: each started the job again
+    assert kq.evictions(preempted("a")) == 1  # no stats (an older Kueue): it is evicted now, so once
+    assert kq.evictions(workload("fresh", conditions=[cond("QuotaReserved", "False")])) == 0
+    odd = workload("odd")
+    odd["status"]["schedulingStats"] = {"evictions": [{"count": "2"}, {"count": True}, {"count": -4}, "junk"]}
+    assert kq.evictions(odd) == 0
+
+
+def test_a_preempted_job_is_read_as_requeued_and_its_template_gets_the_count_for_the_next_attempt():
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(preempted("mine", count=1)))
+    assert (job.phase, job.requeues, job.restarts, job.attempt) == (Phase.QUEUED, 2, 0, 3)
+    assert job.last_restart_reason == "preempted: team audio reclaimed its GPUs"  # no "; requeued": it is the cause
+    patch = kq.requeue_patch(("template",), {}, job.requeues, job.last_restart_reason)
+    assert patch == {"spec": {"template": {"metadata": {"annotations": {
+        "paddlecloud.io/requeues": "2", "paddlecloud.io/requeue-reason": "preempted: team audio reclaimed its GPUs"}}}}}
+    recorded = patch["spec"]["template"]["metadata"]["annotations"]
+    assert kq.requeue_patch(("template",), recorded, 2, job.last_restart_reason) is None  # said already
+    assert kq.requeue_patch(("template",), {}, 0, "") is None
+    nested = kq.requeue_patch(("paddleReplicaSpecs", "Worker", "template"), {}, 1, "x")
+    assert nested["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]["paddlecloud.io/requeues"] == "1"
+
+
+def test_a_readmitted_job_reads_its_requeues_from_its_template_and_a_later_restart_names_the_reason():
+    obj = suspended_job("mine")
+    obj["spec"]["suspend"] = False
+    obj["spec"]["template"]["metadata"] = {"annotations": {
+        "paddlecloud.io/requeues": "1", "paddlecloud.io/requeue-reason": "preempted: team audio reclaimed its GPUs"}}
+    job = job_from_objects(obj, [], [])
+    assert (job.requeues, job.attempt) == (1, 2)
+    assert job.attempt_line() == "attempt 2 of 2: preempted: team audio reclaimed its GPUs"
+    obj["spec"]["template"]["metadata"]["annotations"]["paddlecloud.io/requeues"] = "many"
+    assert job_from_objects(obj, [], []).requeues == 0  # not a count: none
