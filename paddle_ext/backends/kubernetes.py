@@ -39,7 +39,7 @@ from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from .base import JobBackend, code_not_stored
 from .kubernetes_progress import related_events
-from .kubernetes_queue import KueueView, requeue_patch, requeues
+from .kubernetes_queue import KueueView, owner_workload, pending, requeue_patch, requeues
 from .kubernetes_status import (container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker,
                                 template_annotations)
 
@@ -417,7 +417,7 @@ class KubernetesBackend(JobBackend):
             raise JobNotFound(name)
         job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
         events = related_events(name, pods, await self._job_events(name, job, pods))
-        kueue = await self._kueue_view([job])
+        kueue = await self._kueue_view([job]) or await self._own_workloads(job)
         result = await self._settle(job, pods, events, kueue)
         waiting = next((pod for pod in pods if not (pod.get("spec") or {}).get("nodeName")), None)
         if result.reason == "Unschedulable" and waiting is not None:
@@ -451,6 +451,21 @@ class KubernetesBackend(JobBackend):
         (workloads, complete), (local_queues, _), (cluster_queues, _) = await asyncio.gather(
             items("workloads", True), items("localqueues", True), items("clusterqueues", False))
         return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
+
+    async def _own_workloads(self, job: dict) -> KueueView | None:
+        """With Kueue, a started job's namespace's Workloads: how often Kueue requeued it
+        (where its pod template does not say, e.g. no reader could record it while it waited)."""
+        if not self.queue_name or self.kind.has_finished(job) or ("workloads", self.namespace) in self._kueue_denied:
+            return None
+        try:
+            data = await self._call("list Kueue workloads", "list",
+                                    api_path(KUEUE_API_VERSION, "workloads", self.namespace))
+        except Forbidden:
+            self._kueue_denied.add(("workloads", self.namespace))
+            return None
+        except BackendUnavailable:
+            return None
+        return KueueView(tuple(data.get("items", [])), now=now())
 
     async def list(self) -> list[Job]:
         items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])
@@ -491,19 +506,22 @@ class KubernetesBackend(JobBackend):
         return result
 
     async def _record_requeues(self, job: dict, kueue: KueueView) -> None:
-        """Write a requeued job's requeues on its pod template while it is suspended, so the
-        workers Kueue readmits start as the next attempt ($PADDLECLOUD_RESTART) and the count
-        stays readable once it runs. Only a reading of the job does it (no controller of
-        ours): a job nobody read while it waited restarts as attempt 1 and says nothing of the
-        requeue (its checkpoint still resumes it). A job Kueue has started again meanwhile
-        refuses the change (its template is fixed then): left as it is."""
-        annotations = template_annotations(self.kind, job)
-        patch = requeue_patch(self.kind.template_path, annotations, *requeues(job, annotations, kueue))
+        """Write a requeued job's requeues on its pending Workload, from which Kueue copies them
+        into the job's pod template when it admits it again, so the readmitted workers start as
+        the next attempt ($PADDLECLOUD_RESTART) and the count stays readable once it runs. Only
+        a reading of the job does it (no controller of ours): a job nobody read while it waited
+        restarts as attempt 1 (its checkpoint still resumes it). A Workload Kueue changed or
+        admitted meanwhile refuses the change: the next reading tries again."""
+        workload = owner_workload(job, kueue.workloads)
+        if workload is None or not pending(workload):
+            return
+        patch = requeue_patch(workload, *requeues(job, template_annotations(self.kind, job), kueue))
         if patch is None:
             return
-        name = job["metadata"]["name"]
+        name = workload["metadata"]["name"]
         try:
-            await self._call("record the job's requeue", "patch", self._job_path(name), body=patch)
+            await self._call("record the job's requeue", "patch", api_path(KUEUE_API_VERSION, "workloads",
+                                                                            self.namespace, name), body=patch)
         except PaddleCloudError as exc:  # reading the job must not fail for it
             self.log.info("Did not record the requeue of %s/%s: %s", self.namespace, name, exc.message)
 

@@ -21,9 +21,9 @@ the ClusterQueues (their titles). `KueueView` carries them to `kubernetes_status
 - **Interruptions**: a Workload evicted by preemption or by waitForPodsReady says so, in words,
   as the job's message ("preempted: team audio reclaimed its GPUs; requeued").
 - **Requeues**: how often Kueue sent the job back (its Workload's status.schedulingStats.evictions,
-  every reason counted), recorded on the suspended Job's pod template (`requeue_patch`) so the
-  readmitted workers start as the next attempt ($PADDLECLOUD_RESTART, paddle_ext.worker) and
-  resume from their checkpoint. A requeue is not a failure: Kubernetes' Job controller takes the
+  every reason counted), recorded on the pending Workload's pod sets (`requeue_patch`), which
+  Kueue copies into the job's pod template, so the readmitted workers start as the next attempt
+  ($PADDLECLOUD_RESTART, paddle_ext.worker) and resume from their checkpoint. A requeue is not a failure: Kubernetes' Job controller takes the
   pods it deletes on suspension out of its failure count, so max_restarts is not spent on it.
 """
 
@@ -281,19 +281,32 @@ def requeues(job: dict, template_annotations: dict, view: KueueView | None) -> t
     return count, reason
 
 
-def requeue_patch(template_path: tuple[str, ...], template_annotations: dict, count: int, reason: str
-                  ) -> dict | None:
-    """The merge patch recording `count` requeues and why on a suspended job's pod template
-    (at `template_path` in its spec), so the workers Kueue readmits know their attempt; None
-    if the template says so already. Kubernetes allows this while the job is suspended (Kueue
-    resets its start time), and Kueue does not compare template annotations, so the Workload
-    stays as it is."""
-    if not count or recorded_requeues(template_annotations) == (count, reason):
+def requeue_patch(workload: dict, count: int, reason: str) -> dict | None:
+    """The merge patch recording `count` requeues and why on a pending Workload's pod sets
+    (their template annotations), or None if they say so already. Kueue restores the job's pod
+    template from these on every look at an evicted job (so an annotation written on the
+    suspended Job itself is undone at once) and merges them into it when it admits the job
+    again: the readmitted workers get them. Kueue allows it while the Workload holds no quota
+    and does not compare annotations with the job's; the resourceVersion makes it refused,
+    not lost, if Kueue changed the Workload meanwhile."""
+    pod_sets = (workload.get("spec") or {}).get("podSets") or []
+    if not count or not pod_sets or not all(isinstance(p, dict) for p in pod_sets):
         return None
-    patch: dict = {"metadata": {"annotations": {REQUEUES_ANNOTATION: str(count), REQUEUE_REASON_ANNOTATION: reason}}}
-    for key in reversed(template_path):
-        patch = {key: patch}
-    return {"spec": patch}
+
+    def annotations(pod_set: dict) -> dict:
+        found = ((pod_set.get("template") or {}).get("metadata") or {}).get("annotations")
+        return found if isinstance(found, dict) else {}
+
+    if all(recorded_requeues(annotations(p)) == (count, reason) for p in pod_sets):
+        return None
+    recorded = {REQUEUES_ANNOTATION: str(count), REQUEUE_REASON_ANNOTATION: reason}
+    patched = []
+    for pod_set in pod_sets:
+        template = pod_set.get("template") or {}
+        metadata = {**(template.get("metadata") or {}), "annotations": {**annotations(pod_set), **recorded}}
+        patched.append({**pod_set, "template": {**template, "metadata": metadata}})
+    return {"metadata": {"resourceVersion": (workload.get("metadata") or {}).get("resourceVersion")},
+            "spec": {"podSets": patched}}
 
 
 # ------------------------------------------------------------------ the estimate

@@ -230,14 +230,18 @@ def test_a_preempted_job_is_read_as_requeued_and_its_template_gets_the_count_for
     job = job_from_objects(suspended_job("mine"), [], [], kueue=view(preempted("mine", count=1)))
     assert (job.phase, job.requeues, job.restarts, job.attempt) == (Phase.QUEUED, 2, 0, 3)
     assert job.last_restart_reason == "preempted: team audio reclaimed its GPUs"  # no "; requeued": it is the cause
-    patch = kq.requeue_patch(("template",), {}, job.requeues, job.last_restart_reason)
-    assert patch == {"spec": {"template": {"metadata": {"annotations": {
-        "paddlecloud.io/requeues": "2", "paddlecloud.io/requeue-reason": "preempted: team audio reclaimed its GPUs"}}}}}
-    recorded = patch["spec"]["template"]["metadata"]["annotations"]
-    assert kq.requeue_patch(("template",), recorded, 2, job.last_restart_reason) is None  # said already
-    assert kq.requeue_patch(("template",), {}, 0, "") is None
-    nested = kq.requeue_patch(("paddleReplicaSpecs", "Worker", "template"), {}, 1, "x")
-    assert nested["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]["paddlecloud.io/requeues"] == "1"
+    wl = preempted("mine", count=1)
+    wl["metadata"]["resourceVersion"] = "42"
+    wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {"kwok": "1h"}, "labels": {"a": "b"}}
+    patch = kq.requeue_patch(wl, job.requeues, job.last_restart_reason)
+    assert patch["metadata"] == {"resourceVersion": "42"}  # refused, not lost, if Kueue changed it meanwhile
+    (pod_set,) = patch["spec"]["podSets"]
+    assert pod_set["template"]["metadata"] == {"labels": {"a": "b"}, "annotations": {
+        "kwok": "1h", "paddlecloud.io/requeues": "2", "paddlecloud.io/requeue-reason": "preempted: team audio reclaimed its GPUs"}}
+    assert pod_set["template"]["spec"] == wl["spec"]["podSets"][0]["template"]["spec"] and pod_set["count"] == 1
+    assert kq.requeue_patch({"spec": patch["spec"]}, 2, job.last_restart_reason) is None  # said already
+    assert kq.requeue_patch(wl, 0, "") is None
+    assert kq.requeue_patch({"spec": {"podSets": ["junk"]}}, 1, "x") is None
 
 
 def test_a_readmitted_job_reads_its_requeues_from_its_template_and_a_later_restart_names_the_reason():
