@@ -433,8 +433,9 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
-    # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent; a
-    # restart seen in the pods came after the last requeue (its pods are all new), so it names the reason.
+    # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
+    # restart seen in the pods names the reason: usually the later event (a readmitted job's pods
+    # are all new), though failed pods of a restart before the requeue are kept too.
     requeued, requeue_reason = requeues(job, template_annotations(kind, job), kueue)
     if requeued and not restarts:
         last_restart_reason = requeue_reason
