@@ -37,13 +37,6 @@ COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 # How often a worker index of an Indexed Job with backoffLimitPerIndex has failed (set by the
 # Job controller on each pod it creates): a worker's attempt number on Kubernetes.
 INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
-# How often Kueue sent a job back to its queue (preempted, or evicted for workers that could not
-# start), and why the last time, in words: written by the backend on the suspended Job's pod
-# template from the Workload (status.schedulingStats.evictions), so the readmitted workers
-# count the attempt ($PADDLECLOUD_REQUEUES through the downward API). Not a failure: it does
-# not count against max_restarts.
-REQUEUES_ANNOTATION = f"{LABEL_PREFIX}/requeues"
-REQUEUE_REASON_ANNOTATION = f"{LABEL_PREFIX}/requeue-reason"
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # Kueue copies it into the Workload's maximumExecutionTimeSeconds (and enforces it): the job's
@@ -93,8 +86,6 @@ JOB_NAME_ENV = "PADDLECLOUD_JOB_NAME"
 OUTPUT_DIR_ENV = "PADDLECLOUD_OUTPUT_DIR"
 # Which attempt of the job a worker runs in: 0 first, 1 after the first restart, ...
 RESTART_ENV = "PADDLECLOUD_RESTART"
-# A Kubernetes worker's requeues (REQUEUES_ANNOTATION), added to its restarts by paddle_ext.worker.
-REQUEUES_ENV = "PADDLECLOUD_REQUEUES"
 # A shared (ReadWriteMany) workspace that notebooks and jobs both mount, set by the hub:
 WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
 WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"

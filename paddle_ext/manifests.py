@@ -16,8 +16,7 @@ from typing import Any
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
                         JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_MAX_EXEC_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
                         MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
-from .constants import (INDEX_FAILURE_COUNT_ANNOTATION, REQUEUES_ANNOTATION, REQUEUES_ENV, RESTART_ENV, RUN_AS_GROUP,
-                        RUN_AS_USER)
+from .constants import INDEX_FAILURE_COUNT_ANNOTATION, RESTART_ENV, RUN_AS_GROUP, RUN_AS_USER
 from .restarts import USER_EXIT_CODES
 from .jobs import outputs_record
 from .launch import launch_argv, trainers_per_worker
@@ -292,17 +291,9 @@ def _env(spec: JobSpec, settings: ManifestSettings, with_index: bool) -> list[di
         # Declared explicitly so "$(JOB_COMPLETION_INDEX)" expands in the command.
         env.append({"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{COMPLETION_INDEX_LABEL}']"}}})
-        # The attempt: how often this worker's index has failed, plus (with Kueue) how often the
-        # queue sent the job back (the backend records it on the suspended job's template;
-        # paddle_ext.worker adds the two). Without restarts a failure ends the job: requeues only.
-        requeues = {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{REQUEUES_ANNOTATION}']"}}}
-        if restartable(spec):
+        if restartable(spec):  # the attempt: how often this worker's index has failed
             env.append({"name": RESTART_ENV, "valueFrom": {"fieldRef": {
                 "fieldPath": f"metadata.annotations['{INDEX_FAILURE_COUNT_ANNOTATION}']"}}})
-            if settings.queue_name:
-                env.append({"name": REQUEUES_ENV, **requeues})
-        elif settings.queue_name:
-            env.append({"name": RESTART_ENV, **requeues})
     env += [{"name": key, "value": literal(value)} for key, value in sorted(spec.env.items())]
     return env
 

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .constants import (COMPLETION_INDEX_ENV, GPU_DEVICE_ENV, GPU_RUNTIME_ENV_PREFIX, JOB_NAME_ENV, LAUNCHER_ENV,
-                        OUTPUT_DIR_ENV, REQUEUES_ENV, RESTART_ENV)
+                        OUTPUT_DIR_ENV, RESTART_ENV)
 from .constants import DEFAULT_CPU, DEFAULT_GPUS_PER_WORKER, DEFAULT_MEMORY, DEFAULT_WORKERS  # noqa: F401 (re-exported)
 from .errors import SpecError
 from .grammars import ENV_NAME_PATTERN, JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH
@@ -17,8 +17,7 @@ from .quantity import LARGEST_COUNT, check_quantity, parse_quantity  # noqa: F40
 
 DATASET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 # Environment variables every worker gets from us or that rewire Paddle's launcher.
-RESERVED_ENV = frozenset((JOB_NAME_ENV, OUTPUT_DIR_ENV, COMPLETION_INDEX_ENV, RESTART_ENV, REQUEUES_ENV,
-                          *LAUNCHER_ENV))
+RESERVED_ENV = frozenset((JOB_NAME_ENV, OUTPUT_DIR_ENV, COMPLETION_INDEX_ENV, RESTART_ENV, *LAUNCHER_ENV))
 # An image reference as container runtimes parse it (the distribution/reference grammar);
 # Kubernetes accepts any string, and a node would leave a pod it cannot parse waiting forever.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

@@ -29,7 +29,6 @@ import sys
 import threading
 import time
 
-from .constants import REQUEUES_ENV, RESTART_ENV
 from .restarts import PEER_LOST_EXIT_CODE, USER_EXIT_CODES
 
 CHECK_SECONDS = 3.0  # between looks at the peers
@@ -170,22 +169,8 @@ def parse(args: list[str]) -> tuple[dict, list[str]]:
             "port": int(values["--port"]), "port_step": int(values.get("--port-step", 0))}, argv
 
 
-def _count(text: str | None) -> int:
-    return int(text) if text and text.isdigit() and len(text) <= 6 else 0
-
-
-def attempt_env(environ: dict) -> dict:
-    """$PADDLECLOUD_RESTART for the program: the worker index's failures (the Job controller's
-    count, in $PADDLECLOUD_RESTART) plus the job's requeues by Kueue ($PADDLECLOUD_REQUEUES,
-    from the pod template), so a preempted job resumes as the next attempt."""
-    if REQUEUES_ENV not in environ:
-        return {}
-    return {RESTART_ENV: str(_count(environ.get(RESTART_ENV)) + _count(environ.get(REQUEUES_ENV)))}
-
-
 def main(args: list[str]) -> int:
     options, argv = parse(args)
-    os.environ.update(attempt_env(dict(os.environ)))
     return Worker(argv=argv, **options).run()
 
 

@@ -39,9 +39,8 @@ from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
 from .base import JobBackend, code_not_stored
 from .kubernetes_progress import related_events
-from .kubernetes_queue import KueueView, owner_workload, pending, requeue_patch, requeues
-from .kubernetes_status import (container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker,
-                                template_annotations)
+from .kubernetes_queue import KueueView
+from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
 
 # What only some commands need is imported where it is used, so that `paddlecloud list`
 # does not pay for it at start: the quota model (quota, submit's preflight), the code
@@ -453,8 +452,8 @@ class KubernetesBackend(JobBackend):
         return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
 
     async def _own_workloads(self, job: dict) -> KueueView | None:
-        """With Kueue, a started job's namespace's Workloads: how often Kueue requeued it
-        (where its pod template does not say, e.g. no reader could record it while it waited)."""
+        """With Kueue, a started job's namespace's Workloads: how often Kueue requeued it (its
+        Workload's eviction count), where the queue view is not read (the job is not queued)."""
         if not self.queue_name or self.kind.has_finished(job) or ("workloads", self.namespace) in self._kueue_denied:
             return None
         try:
@@ -497,33 +496,11 @@ class KubernetesBackend(JobBackend):
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
         result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
-        if kueue is not None and result.phase == Phase.QUEUED and result.requeues:
-            await self._record_requeues(job, kueue)
         if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
                 and FAILED_ANNOTATION not in _annotations(job):
             await self._stop(result.name, self.kind.fail_patch(result.message))
             self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
         return result
-
-    async def _record_requeues(self, job: dict, kueue: KueueView) -> None:
-        """Write a requeued job's requeues on its pending Workload, from which Kueue copies them
-        into the job's pod template when it admits it again, so the readmitted workers start as
-        the next attempt ($PADDLECLOUD_RESTART) and the count stays readable once it runs. Only
-        a reading of the job does it (no controller of ours): a job nobody read while it waited
-        restarts as attempt 1 (its checkpoint still resumes it). A Workload Kueue changed or
-        admitted meanwhile refuses the change: the next reading tries again."""
-        workload = owner_workload(job, kueue.workloads)
-        if workload is None or not pending(workload):
-            return
-        patch = requeue_patch(workload, *requeues(job, template_annotations(self.kind, job), kueue))
-        if patch is None:
-            return
-        name = workload["metadata"]["name"]
-        try:
-            await self._call("record the job's requeue", "patch", api_path(KUEUE_API_VERSION, "workloads",
-                                                                            self.namespace, name), body=patch)
-        except PaddleCloudError as exc:  # reading the job must not fail for it
-            self.log.info("Did not record the requeue of %s/%s: %s", self.namespace, name, exc.message)
 
     # ------------------------------------------------------------ cancel
 

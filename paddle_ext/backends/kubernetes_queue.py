@@ -21,10 +21,10 @@ the ClusterQueues (their titles). `KueueView` carries them to `kubernetes_status
 - **Interruptions**: a Workload evicted by preemption or by waitForPodsReady says so, in words,
   as the job's message ("preempted: team audio reclaimed its GPUs; requeued").
 - **Requeues**: how often Kueue sent the job back (its Workload's status.schedulingStats.evictions,
-  every reason counted), recorded on the pending Workload's pod sets (`requeue_patch`), which
-  Kueue copies into the job's pod template, so the readmitted workers start as the next attempt
-  ($PADDLECLOUD_RESTART, paddle_ext.worker) and resume from their checkpoint. A requeue is not a failure: Kubernetes' Job controller takes the
-  pods it deletes on suspension out of its failure count, so max_restarts is not spent on it.
+  every reason counted): an attempt the views show, though not a restart the job spent. A
+  requeue is not a failure: Kubernetes' Job controller takes the pods it deletes on suspension
+  out of its failure count, so max_restarts is not spent on it. The readmitted workers resume
+  from their last checkpoint (paddle_ext.checkpoint loads the latest, whatever the attempt).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import re
 from decimal import Decimal
 from typing import Iterable, Mapping
 
-from ..constants import GPU_RESOURCE, QUEUE_TITLE_ANNOTATION, REQUEUE_REASON_ANNOTATION, REQUEUES_ANNOTATION
+from ..constants import GPU_RESOURCE, QUEUE_TITLE_ANNOTATION
 from ..jobs import QueueState
 from ..quantity import format_quantity, parse_quantity
 from ..timestamps import parse_time
@@ -262,51 +262,13 @@ def evictions(workload: dict) -> int:
     return max(count, 1 if holds(workload, "Evicted") else 0)
 
 
-def recorded_requeues(annotations: dict) -> tuple[int, str]:
-    """(requeues, why the last one) as recorded on a job's pod template; (0, "") if none."""
-    text = annotations.get(REQUEUES_ANNOTATION) or ""
-    count = int(text) if isinstance(text, str) and text.isdigit() and len(text) <= 6 else 0
-    reason = annotations.get(REQUEUE_REASON_ANNOTATION) if count else ""
-    return count, (reason[:500] if isinstance(reason, str) else "")
-
-
-def requeues(job: dict, template_annotations: dict, view: KueueView | None) -> tuple[int, str]:
-    """(requeues, why the last one) of a job: Kueue's count while its Workload can be read
-    (the job is queued), else what its pod template records."""
-    count, reason = recorded_requeues(template_annotations)
+def requeues(job: dict, view: KueueView | None) -> tuple[int, str]:
+    """(requeues, why the last one) of a job, from its Workload where it can be read; (0, "")
+    otherwise."""
     workload = owner_workload(job, view.workloads) if view is not None else None
-    if workload is not None and evictions(workload) > count:
-        count = evictions(workload)
-        reason = interruption(workload, view.cluster_queues, say_requeued=False) or reason
-    return count, reason
-
-
-def requeue_patch(workload: dict, count: int, reason: str) -> dict | None:
-    """The merge patch recording `count` requeues and why on a pending Workload's pod sets
-    (their template annotations), or None if they say so already. Kueue restores the job's pod
-    template from these on every look at an evicted job (so an annotation written on the
-    suspended Job itself is undone at once) and merges them into it when it admits the job
-    again: the readmitted workers get them. Kueue allows it while the Workload holds no quota
-    and does not compare annotations with the job's; the resourceVersion makes it refused,
-    not lost, if Kueue changed the Workload meanwhile."""
-    pod_sets = (workload.get("spec") or {}).get("podSets") or []
-    if not count or not pod_sets or not all(isinstance(p, dict) for p in pod_sets):
-        return None
-
-    def annotations(pod_set: dict) -> dict:
-        found = ((pod_set.get("template") or {}).get("metadata") or {}).get("annotations")
-        return found if isinstance(found, dict) else {}
-
-    if all(recorded_requeues(annotations(p)) == (count, reason) for p in pod_sets):
-        return None
-    recorded = {REQUEUES_ANNOTATION: str(count), REQUEUE_REASON_ANNOTATION: reason}
-    patched = []
-    for pod_set in pod_sets:
-        template = pod_set.get("template") or {}
-        metadata = {**(template.get("metadata") or {}), "annotations": {**annotations(pod_set), **recorded}}
-        patched.append({**pod_set, "template": {**template, "metadata": metadata}})
-    return {"metadata": {"resourceVersion": (workload.get("metadata") or {}).get("resourceVersion")},
-            "spec": {"podSets": patched}}
+    if workload is None or not evictions(workload):
+        return 0, ""
+    return evictions(workload), interruption(workload, view.cluster_queues, say_requeued=False) or ""
 
 
 # ------------------------------------------------------------------ the estimate

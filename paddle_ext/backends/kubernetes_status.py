@@ -107,16 +107,6 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -
     return count, f"worker {index} {_ended_how(pod)}"
 
 
-def template_annotations(kind: JobKind, job: dict) -> dict:
-    """The annotations of the job's worker pod template (what its next pods get)."""
-    template = job.get("spec") or {}
-    for key in kind.template_path:
-        template = template.get(key) if isinstance(template, dict) else None
-    metadata = (template or {}).get("metadata") if isinstance(template, dict) else None
-    annotations = (metadata or {}).get("annotations") if isinstance(metadata, dict) else None
-    return annotations if isinstance(annotations, dict) else {}
-
-
 def _container_status(pod: dict) -> dict:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return statuses[0] if statuses else {}
@@ -436,7 +426,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
     # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
     # restart seen in the pods names the reason: usually the later event (a readmitted job's pods
     # are all new), though failed pods of a restart before the requeue are kept too.
-    requeued, requeue_reason = requeues(job, template_annotations(kind, job), kueue)
+    requeued, requeue_reason = requeues(job, kueue)
     if requeued and not restarts:
         last_restart_reason = requeue_reason
     if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:

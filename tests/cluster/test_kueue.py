@@ -348,8 +348,8 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
         teams, custom, batch_v1, core_v1, kueue_cluster, tmp_path):
     """Team a's job (submitted by the backend, max_restarts 2) borrows 4 of team b's GPUs; b's job
     reclaims them, a's is preempted and requeued and says why; once b's job is gone, a's is
-    readmitted and its new pods carry the requeue (the annotation their $PADDLECLOUD_REQUEUES
-    reads, which paddle_ext.worker adds to $PADDLECLOUD_RESTART) while no restart is spent."""
+    readmitted as attempt 2 (its Workload's eviction count) while no restart is spent (the Job
+    controller counts no failure for the pods it deleted on suspension)."""
     a_ns, a_cq = teams.make("a", gpus=8)
     b_ns, b_cq = teams.make("b", gpus=8)
     (tmp_path / "train.py").write_text("print('training')\n")
@@ -394,17 +394,10 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
              what="team a's Workload back in the queue")
 
     team_b = f"team b-{teams.tag}"
-    job_a = read_a()  # reading it records the requeue on its pod template
+    job_a = read_a()
     assert job_a.phase == Phase.QUEUED, job_a
     assert job_a.message.startswith(f"Preempted: {team_b} reclaimed its GPUs; requeued."), job_a.message
     assert (job_a.requeues, job_a.restarts, job_a.attempt) == (1, 0, 2), job_a.to_dict()
-
-    def recorded():
-        return (batch_v1.read_namespaced_job("wide", a_ns).spec.template.metadata.annotations or {}).get(
-            "paddlecloud.io/requeues")
-
-    assert wait_for(lambda: read_a() and recorded(), timeout=30,
-                    what="the requeue recorded on team a's suspended job's pod template") == "1"
 
     release(batch_v1, b_ns, "mine")
     old = {p.metadata.uid for p in first}
@@ -416,21 +409,14 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
     wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
              what="team a's job readmitted once team b's job is gone")
     pods = wait_for(new_pods, timeout=60, what="team a's 3 new workers created")
-    for pod in pods:
+    for pod in pods:  # not a failure: the Job controller's count ($PADDLECLOUD_RESTART) stays 0
         annotations = pod.metadata.annotations or {}
-        assert annotations.get("paddlecloud.io/requeues") == "1", annotations  # what $PADDLECLOUD_REQUEUES reads
-        # ... and not a failure: the Job controller's own count, $PADDLECLOUD_RESTART's other half, is 0
         assert annotations.get("batch.kubernetes.io/job-index-failure-count") == "0", annotations
-        env = {e.name: e for e in pod.spec.containers[0].env}
-        assert env["PADDLECLOUD_REQUEUES"].value_from.field_ref.field_path == \
-            "metadata.annotations['paddlecloud.io/requeues']"
-        assert pod.spec.containers[0].command[:3] == ["python", "-m", "paddle_ext.worker"]  # adds the two
 
     job_a = wait_for(lambda: (lambda j: j.phase == Phase.RUNNING and j)(read_a()), timeout=60,
                      what="team a's job running again")
     assert (job_a.requeues, job_a.restarts, job_a.attempt) == (1, 0, 2), job_a.to_dict()
-    assert job_a.attempt_line() == f"attempt 2 of 4: preempted: {team_b} reclaimed its GPUs", job_a.attempt_line()
-    assert job_a.to_dict()["last_restart_reason"] == f"preempted: {team_b} reclaimed its GPUs"
+    assert job_a.attempt_line().startswith("attempt 2 of 4"), job_a.attempt_line()
     # Its pods hold 12 of the KWOK nodes' 16 GPUs for an hour: gone before the next test.
     release(batch_v1, a_ns, "wide")
     wait_for(lambda: not pods_of(core_v1, a_ns, "wide"), timeout=60, what="team a's workers gone")

@@ -226,31 +226,15 @@ def test_kueues_eviction_count_is_the_requeues_and_at_least_one_while_evicted():
     assert kq.evictions(odd) == 0
 
 
-def test_a_preempted_job_is_read_as_requeued_and_its_template_gets_the_count_for_the_next_attempt():
+def test_a_preempted_job_is_read_as_requeued_with_why_and_a_readmitted_one_keeps_the_count():
     job = job_from_objects(suspended_job("mine"), [], [], kueue=view(preempted("mine", count=1)))
     assert (job.phase, job.requeues, job.restarts, job.attempt) == (Phase.QUEUED, 2, 0, 3)
     assert job.last_restart_reason == "preempted: team audio reclaimed its GPUs"  # no "; requeued": it is the cause
-    wl = preempted("mine", count=1)
-    wl["metadata"]["resourceVersion"] = "42"
-    wl["spec"]["podSets"][0]["template"]["metadata"] = {"annotations": {"kwok": "1h"}, "labels": {"a": "b"}}
-    patch = kq.requeue_patch(wl, job.requeues, job.last_restart_reason)
-    assert patch["metadata"] == {"resourceVersion": "42"}  # refused, not lost, if Kueue changed it meanwhile
-    (pod_set,) = patch["spec"]["podSets"]
-    assert pod_set["template"]["metadata"] == {"labels": {"a": "b"}, "annotations": {
-        "kwok": "1h", "paddlecloud.io/requeues": "2", "paddlecloud.io/requeue-reason": "preempted: team audio reclaimed its GPUs"}}
-    assert pod_set["template"]["spec"] == wl["spec"]["podSets"][0]["template"]["spec"] and pod_set["count"] == 1
-    assert kq.requeue_patch({"spec": patch["spec"]}, 2, job.last_restart_reason) is None  # said already
-    assert kq.requeue_patch(wl, 0, "") is None
-    assert kq.requeue_patch({"spec": {"podSets": ["junk"]}}, 1, "x") is None
-
-
-def test_a_readmitted_job_reads_its_requeues_from_its_template_and_a_later_restart_names_the_reason():
-    obj = suspended_job("mine")
-    obj["spec"]["suspend"] = False
-    obj["spec"]["template"]["metadata"] = {"annotations": {
-        "paddlecloud.io/requeues": "1", "paddlecloud.io/requeue-reason": "preempted: team audio reclaimed its GPUs"}}
-    job = job_from_objects(obj, [], [])
-    assert (job.requeues, job.attempt) == (1, 2)
-    assert job.attempt_line() == "attempt 2 of 2: preempted: team audio reclaimed its GPUs"
-    obj["spec"]["template"]["metadata"]["annotations"]["paddlecloud.io/requeues"] = "many"
-    assert job_from_objects(obj, [], []).requeues == 0  # not a count: none
+    running = suspended_job("mine")
+    running["spec"]["suspend"] = False
+    readmitted = preempted("mine", count=1)
+    readmitted["status"]["conditions"] = [cond("QuotaReserved"), cond("Admitted")]
+    job = job_from_objects(running, [], [], kueue=view(readmitted))
+    assert (job.requeues, job.attempt) == (2, 3)
+    assert job.attempt_line() == "attempt 3 of 3"  # the Workload no longer says why
+    assert job_from_objects(running, [], []).requeues == 0  # no Workload read: none known

@@ -257,22 +257,3 @@ def test_with_a_queue_every_kind_is_created_suspended_with_the_queue_label(kind)
     assert not JOB_KINDS[kind].is_suspended(plain) and not [
         key for key in plain["metadata"]["labels"] if key.startswith("kueue.x-k8s.io/")]
 
-
-def test_with_a_queue_workers_count_the_requeues_recorded_on_their_template_as_attempts():
-    def env_of(spec):
-        _, job = job_objects(spec, settings(queue_name="default"))
-        return {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-
-    requeues = {"valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['paddlecloud.io/requeues']"}}}
-    # Without restarts a failure ends the job: the attempt is the requeues alone.
-    plain = env_of(JobSpec(name="once", command=["python", "t.py"], max_restarts=0))
-    assert plain["PADDLECLOUD_RESTART"] == {"name": "PADDLECLOUD_RESTART", **requeues}
-    # With restarts, paddle_ext.worker adds them to the index's failures.
-    again = env_of(JobSpec(name="again", command=["python", "t.py"], workers=2, max_restarts=3))
-    assert again["PADDLECLOUD_REQUEUES"] == {"name": "PADDLECLOUD_REQUEUES", **requeues}
-    assert again["PADDLECLOUD_RESTART"]["valueFrom"]["fieldRef"]["fieldPath"] == \
-        "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"
-    # Without a queue nothing requeues a job.
-    _, unqueued = job_objects(JobSpec(name="once", command=["python", "t.py"]), settings())
-    assert not {"PADDLECLOUD_RESTART", "PADDLECLOUD_REQUEUES"} & {
-        e["name"] for e in unqueued["spec"]["template"]["spec"]["containers"][0]["env"]}

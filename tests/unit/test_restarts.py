@@ -73,15 +73,6 @@ def test_the_job_folder_lists_its_restarts_in_order(tmp_path):
     assert [d["reason"] for d in files.restarts(str(tmp_path))] == ["worker 1 was lost"]
 
 
-def test_a_kubernetes_worker_counts_its_index_failures_and_the_jobs_requeues_as_its_attempt():
-    from paddle_ext.worker import attempt_env
-
-    assert attempt_env({"PADDLECLOUD_RESTART": "1", "PADDLECLOUD_REQUEUES": "2"}) == {"PADDLECLOUD_RESTART": "3"}
-    assert attempt_env({"PADDLECLOUD_RESTART": "0", "PADDLECLOUD_REQUEUES": ""}) == {"PADDLECLOUD_RESTART": "0"}
-    assert attempt_env({"PADDLECLOUD_RESTART": "", "PADDLECLOUD_REQUEUES": "1"}) == {"PADDLECLOUD_RESTART": "1"}
-    assert attempt_env({"PADDLECLOUD_RESTART": "2"}) == {}  # no queue: the Job controller's count as it is
-
-
 def test_a_requeue_is_an_attempt_the_job_did_not_spend_a_restart_on():
     from paddle_ext.jobs import Job, Phase
 
