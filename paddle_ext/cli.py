@@ -38,6 +38,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # `paddlecloud list`'s columns, in order (the benchmark checks an empty listing against them).
+# RESTARTS: the restarts spent, then "+N" for requeues by the queue (attempts not spent: Job.requeues)
 LIST_COLUMNS = ("NAME", "PHASE", "WORKERS", "RESTARTS", "CREATED", "REASON", "MESSAGE")
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -169,9 +170,10 @@ def _describe(job: Job) -> str:
         lines.append(f"Queue:    {queue_detail(job.queue)}")
         if job.queue.estimated_start and job.queue.estimate_basis:
             lines.append(f"Estimate: {job.queue.estimated_start}, from {job.queue.estimate_basis}")
-    if job.max_restarts or job.restarts:
+    if job.max_restarts or job.restarts or job.requeues:
         lines.append(f"Restarts: {job.restarts} of at most {job.max_restarts}"
-                     + (f" (now {job.attempt_line()})" if job.restarts else ""))
+                     + (f"; requeued {requeues_words(job.requeues)} by the queue (not counted)" if job.requeues else "")
+                     + (f" (now {job.attempt_line()})" if job.attempt > 1 else ""))
     for worker in job.worker_states:
         code = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
         extra = f" - {worker.reason}" if worker.reason else ""
@@ -193,13 +195,19 @@ def _one_line(text: str, width: int | None = None) -> str:
     return text
 
 
+def requeues_words(count: int) -> str:
+    """'once', 'twice', '3 times'."""
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
 def _table(jobs: list[Job]) -> str:
     """One job per line, in aligned columns; a reason and its message never run together.
     A queued job's message is where it stands in line."""
     from .progress import queue_detail
 
     rows = [LIST_COLUMNS]
-    rows += [(j.name, str(j.phase), str(j.workers), str(j.restarts), j.created or "-", str(j.reason) or "-",
+    rows += [(j.name, str(j.phase), str(j.workers),
+              str(j.restarts) + (f"+{j.requeues}" if j.requeues else ""), j.created or "-", str(j.reason) or "-",
               _one_line(queue_detail(j.queue, brief=True) if j.queue else j.message, MESSAGE_WIDTH) or "-")
              for j in jobs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from .restarts import attempt_label
+
 
 class Phase(enum.StrEnum):
     """QUEUED: waiting in line for capacity (nothing of it runs or holds resources yet);
@@ -134,6 +136,11 @@ class Job:
     # `last_restart_reason` says why the last one happened, in words.
     restarts: int = 0
     last_restart_reason: str = ""
+    # Times a queue (Kueue) sent the job back after it had started (preempted, or evicted for
+    # workers that could not start): attempts too, but not the job's fault, so not counted
+    # against max_restarts; `last_restart_reason` then says why ("preempted: team audio
+    # reclaimed its GPUs") unless a restart came after.
+    requeues: int = 0
 
     @property
     def done(self) -> bool:
@@ -147,18 +154,21 @@ class Job:
 
     @property
     def attempt(self) -> int:
-        """Which attempt runs (or ran last): 1 first, 2 after the first restart."""
-        return self.restarts + 1
+        """Which attempt runs (or ran last, or runs next while requeued): 1 first, 2 after the
+        first restart or requeue."""
+        return self.restarts + self.requeues + 1
 
     @property
     def max_restarts(self) -> int:
         return self.spec.get("max_restarts") or 0
 
     def attempt_line(self) -> str:
-        """'attempt 2 of 4: worker 1 was killed by signal 9', or '' before any restart."""
-        if not self.restarts:
+        """'attempt 2 of 4: worker 1 was killed by signal 9', or '' before any restart or
+        requeue. Requeues add to the attempts a job may have ('attempt 2 of 2: preempted:
+        team audio reclaimed its GPUs' for a job without restarts)."""
+        if self.attempt == 1:
             return ""
-        line = f"attempt {self.attempt} of {self.max_restarts + 1}"
+        line = attempt_label(self.attempt - 1, self.max_restarts + self.requeues)
         return f"{line}: {self.last_restart_reason}" if self.last_restart_reason else line
 
     def to_dict(self) -> dict:
@@ -170,7 +180,7 @@ class Job:
             "progress": [p.to_dict() for p in self.progress],
             "queue": self.queue.to_dict() if self.queue else None,
             "attempt": self.attempt, "restarts": self.restarts, "max_restarts": self.max_restarts,
-            "last_restart_reason": self.last_restart_reason,
+            "last_restart_reason": self.last_restart_reason, "requeues": self.requeues,
         }
 
 

@@ -27,6 +27,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from .constants import METRIC_MARKER
+from .restarts import marker_attempt
 
 REPORT = "report"
 PADDLE_FIT = "paddle"
@@ -51,10 +52,11 @@ class MetricPoint:
     time: float | None = None  # seconds since the epoch (report() lines only)
     epoch: int | None = None  # Model.fit lines only
     source: str = REPORT
+    attempt: int = 0  # of the job (0 first): the report() line's, else the last restart marker's in the log
 
     def to_dict(self) -> dict:
         return {"worker": self.worker, "step": self.step, "values": dict(self.values), "rank": self.rank,
-                "time": self.time, "epoch": self.epoch, "source": self.source}
+                "time": self.time, "epoch": self.epoch, "source": self.source, "attempt": self.attempt}
 
 
 def _is_number(value: Any) -> bool:
@@ -76,10 +78,12 @@ def parse_report(line: str) -> dict | None:
         return None
     if not all(isinstance(k, str) and _is_number(v) for k, v in values.items()):
         return None
-    rank, moment = record.get("rank"), record.get("time")
+    rank, moment, attempt = record.get("rank"), record.get("time"), record.get("attempt", 0)
     if not (rank is None or (isinstance(rank, int) and not isinstance(rank, bool))) or not _is_number(moment):
         return None
-    return {"step": step, "values": values, "rank": rank, "time": moment}
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+        return None
+    return {"step": step, "values": values, "rank": rank, "time": moment, "attempt": attempt}
 
 
 def _fit_number(text: str) -> float | None:
@@ -95,12 +99,18 @@ class MetricParser:
         self.worker = worker
         self.epoch: int | None = None
         self.in_eval = False
+        self.attempt = 0  # the last restart marker's (a log that keeps every attempt has them)
 
     def feed(self, line: str) -> MetricPoint | None:
         record = parse_report(line)
         if record is not None:
-            return MetricPoint(self.worker, record["step"], record["values"], record["rank"], record["time"])
+            return MetricPoint(self.worker, record["step"], record["values"], record["rank"], record["time"],
+                               attempt=max(record["attempt"], self.attempt))
         text = line.rstrip("\b \r")
+        began = marker_attempt(text)
+        if began is not None:
+            self.attempt, self.epoch, self.in_eval = began, None, False
+            return None
         if match := _EPOCH.match(text):
             self.epoch, self.in_eval = int(match.group(1)), False
             return None
@@ -125,7 +135,7 @@ class MetricParser:
                 values[found.group(1)] = _fit_number(found.group(2))
         values[STEP_TIME] = float(match.group(4)) * _UNIT_MS[match.group(5)]
         global_step = step + (self.epoch - 1) * int(total or 0)
-        return MetricPoint(self.worker, global_step, values, epoch=self.epoch, source=PADDLE_FIT)
+        return MetricPoint(self.worker, global_step, values, epoch=self.epoch, source=PADDLE_FIT, attempt=self.attempt)
 
 
 # ------------------------------------------------------------------ cursors and pages
@@ -204,6 +214,16 @@ def series(points: Iterable[MetricPoint], name: str) -> dict[int, list[tuple[int
         if value is not None:
             found.setdefault(point.worker, {})[point.step] = float(value)
     return {worker: sorted(steps.items()) for worker, steps in sorted(found.items())}
+
+
+def attempt_starts(points: Iterable[MetricPoint]) -> list[tuple[int, int]]:
+    """[(attempt, step)]: where each attempt after the first began on the charts, the first
+    step any worker reported in it (a resumed job starts at its checkpoint's step)."""
+    first: dict[int, int] = {}
+    for point in points:
+        if point.attempt and (point.attempt not in first or point.step < first[point.attempt]):
+            first[point.attempt] = point.step
+    return sorted(first.items())
 
 
 def mean_series(per_worker: Mapping[int, list[tuple[int, float]]]) -> list[tuple[int, float]]:

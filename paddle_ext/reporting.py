@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from .constants import METRIC_MARKER, TRAINER_ID_ENV
+from .constants import METRIC_MARKER, RESTART_ENV, TRAINER_ID_ENV
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]{0,63}$")
 
@@ -47,16 +47,24 @@ def _number(name: str, value: Any) -> float | int | None:
     return number if math.isfinite(number) else None
 
 
-def metric_line(step: int, values: dict[str, Any], rank: int | None, moment: float) -> str:
-    """The line one report() call prints (without the newline)."""
-    record = {"step": step, "rank": rank, "time": round(moment, 3),
-              "values": {name: _number(name, value) for name, value in values.items()}}
+def metric_line(step: int, values: dict[str, Any], rank: int | None, moment: float, attempt: int = 0) -> str:
+    """The line one report() call prints (without the newline); after a restart or requeue
+    it names the attempt (0 first), which the charts mark where it began."""
+    record: dict[str, Any] = {"step": step, "rank": rank, "time": round(moment, 3),
+                              "values": {name: _number(name, value) for name, value in values.items()}}
+    if attempt:
+        record["attempt"] = attempt
     return METRIC_MARKER + json.dumps(record, separators=(",", ":"), allow_nan=False)
 
 
 def _rank() -> int | None:
     text = os.environ.get(TRAINER_ID_ENV, "")
     return int(text) if text.isdigit() else None
+
+
+def _attempt() -> int:
+    text = os.environ.get(RESTART_ENV, "")
+    return int(text) if text.isdigit() and len(text) <= 6 else 0
 
 
 def report(step: int | None = None, *, stream: TextIO | None = None, **values: Any) -> None:
@@ -76,7 +84,7 @@ def report(step: int | None = None, *, stream: TextIO | None = None, **values: A
             step = 0 if _last_step is None else _last_step + 1
         elif isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise TypeError(f"report(): step must be a whole number >= 0 (got {step!r})")
-        line = metric_line(step, values, _rank(), time.time())
+        line = metric_line(step, values, _rank(), time.time(), _attempt())
         _last_step = step
         out = stream or sys.stdout
         out.write(line + "\n")  # one write: the line never interleaves with other output

@@ -22,6 +22,7 @@ supervisor imports this.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 USER_EXIT_CODES = range(1, 129)
 # Our worker entry's exit when its program failed because a peer was lost (Kubernetes): in
@@ -94,6 +95,15 @@ def restart_marker(next_attempt: int, max_restarts: int, reason: str) -> str:
     """The line each worker's log gets where a restart begins, e.g.
     '--- attempt 2 of 3: worker 1 was killed by signal 9; restarting ---'."""
     return f"--- {attempt_label(next_attempt, max_restarts)}: {reason}; restarting ---"
+
+
+_MARKER = re.compile(r"--- attempt (\d{1,6}) of \d{1,6}: .*; restarting ---\Z")
+
+
+def marker_attempt(line: str) -> int | None:
+    """The attempt (0 first) a restart_marker() line begins; None for any other line."""
+    match = _MARKER.match(line.rstrip("\r\n"))
+    return int(match.group(1)) - 1 if match else None
 
 
 def failure_message(reason: str, restarts: int, max_restarts: int, retryable: bool) -> str:

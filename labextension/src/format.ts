@@ -228,17 +228,23 @@ export function labTreeUrl(baseUrl: string, relative: string): string {
   return `${base}lab/tree/${relative.split('/').map(encodeURIComponent).join('/')}`;
 }
 
-/** "1 of at most 2 (attempt 2: worker 1 was killed by signal 9)", or null when none were allowed or made. */
+/** "1 of at most 2 (attempt 2: worker 1 was killed by signal 9)", "0 of at most 2; requeued once by the
+ * queue (not counted) (attempt 2: preempted: ...)", or null when none were allowed or made. */
 export function restartsLine(job: IJob): string | null {
   const restarts = job.restarts ?? 0;
+  const requeues = job.requeues ?? 0;
   const most = job.max_restarts ?? job.spec?.max_restarts ?? 0;
-  if (!restarts && !most) {
+  if (!restarts && !most && !requeues) {
     return null;
   }
-  const line = `${restarts} of at most ${most}`;
-  if (!restarts) {
+  let line = `${restarts} of at most ${most}`;
+  if (requeues) {
+    const times = requeues === 1 ? 'once' : requeues === 2 ? 'twice' : `${requeues} times`;
+    line += `; requeued ${times} by the queue (not counted)`;
+  }
+  if (!restarts && !requeues) {
     return line;
   }
-  const attempt = job.attempt ?? restarts + 1;
+  const attempt = job.attempt ?? restarts + requeues + 1;
   return `${line} (attempt ${attempt}${job.last_restart_reason ? `: ${job.last_restart_reason}` : ''})`;
 }

@@ -112,7 +112,7 @@ function jobRow(job: IJob, now: number): Node[] {
     const title = job.phase === 'Queued' && job.queue ? queueTitle(job.queue) : undefined;
     rows.push(h('div', { class: 'pc-JobItem-message', text: detail, ...(title ? { title } : {}) }));
   }
-  if (job.restarts) {
+  if (job.restarts || job.requeues) {
     rows.push(h('div', { class: 'pc-JobItem-restarts', text: `Restarted: ${restartsLine(job)}` }));
   }
   return rows;

@@ -46,13 +46,15 @@ export interface IJob {
   outputs?: IOutputsRecord | null;
   /** Where a Queued job stands in line (`jobs.QueueState`); null otherwise. */
   queue?: IQueueState | null;
-  /** 1 first, 2 after the first restart (`Job.attempt`). */
+  /** 1 first, 2 after the first restart or requeue (`Job.attempt`). */
   attempt?: number;
   /** Restarts of all workers together so far. */
   restarts?: number;
   max_restarts?: number;
-  /** Why the last restart happened, in words; '' before any. */
+  /** Why the last restart (or requeue) happened, in words; '' before any. */
   last_restart_reason?: string;
+  /** Times the queue (Kueue) sent the job back after it started: attempts, not restarts spent. */
+  requeues?: number;
 }
 
 /** Where a Queued job stands in line (`jobs.QueueState.to_dict()`). */

@@ -115,4 +115,13 @@ describe('restartsLine', () => {
       last_restart_reason: 'worker 1 was killed by signal 9'
     })).toBe('1 of at most 2 (attempt 2: worker 1 was killed by signal 9)');
   });
+
+  it('counts a requeue by the queue as an attempt but not as a restart spent', () => {
+    expect(restartsLine({
+      ...job('a', 'Running', 2, 0), max_restarts: 0, restarts: 0, requeues: 1, attempt: 2,
+      last_restart_reason: 'preempted: team b reclaimed its GPUs'
+    })).toBe('0 of at most 0; requeued once by the queue (not counted) (attempt 2: preempted: team b reclaimed its GPUs)');
+    expect(restartsLine({ ...job('a', 'Running', 2, 0), max_restarts: 2, restarts: 1, requeues: 2 }))
+      .toBe('1 of at most 2; requeued twice by the queue (not counted) (attempt 4)');
+  });
 });

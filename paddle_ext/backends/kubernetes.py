@@ -416,7 +416,7 @@ class KubernetesBackend(JobBackend):
             raise JobNotFound(name)
         job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
         events = related_events(name, pods, await self._job_events(name, job, pods))
-        kueue = await self._kueue_view([job])
+        kueue = await self._kueue_view([job]) or await self._own_workloads(job)
         result = await self._settle(job, pods, events, kueue)
         waiting = next((pod for pod in pods if not (pod.get("spec") or {}).get("nodeName")), None)
         if result.reason == "Unschedulable" and waiting is not None:
@@ -450,6 +450,21 @@ class KubernetesBackend(JobBackend):
         (workloads, complete), (local_queues, _), (cluster_queues, _) = await asyncio.gather(
             items("workloads", True), items("localqueues", True), items("clusterqueues", False))
         return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
+
+    async def _own_workloads(self, job: dict) -> KueueView | None:
+        """With Kueue, a started job's namespace's Workloads: how often Kueue requeued it (its
+        Workload's eviction count), where the queue view is not read (the job is not queued)."""
+        if not self.queue_name or self.kind.has_finished(job) or ("workloads", self.namespace) in self._kueue_denied:
+            return None
+        try:
+            data = await self._call("list Kueue workloads", "list",
+                                    api_path(KUEUE_API_VERSION, "workloads", self.namespace))
+        except Forbidden:
+            self._kueue_denied.add(("workloads", self.namespace))
+            return None
+        except BackendUnavailable:
+            return None
+        return KueueView(tuple(data.get("items", [])), now=now())
 
     async def list(self) -> list[Job]:
         items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])

@@ -20,6 +20,11 @@ the ClusterQueues (their titles). `KueueView` carries them to `kubernetes_status
   limit, or the numbers are not known.
 - **Interruptions**: a Workload evicted by preemption or by waitForPodsReady says so, in words,
   as the job's message ("preempted: team audio reclaimed its GPUs; requeued").
+- **Requeues**: how often Kueue sent the job back (its Workload's status.schedulingStats.evictions,
+  every reason counted): an attempt the views show, though not a restart the job spent. A
+  requeue is not a failure: Kubernetes' Job controller takes the pods it deletes on suspension
+  out of its failure count, so max_restarts is not spent on it. The readmitted workers resume
+  from their last checkpoint (paddle_ext.checkpoint loads the latest, whatever the attempt).
 """
 
 from __future__ import annotations
@@ -220,11 +225,12 @@ def waiting_for(missing: list[tuple[str, Decimal]], title: str, ahead: int | Non
     return "; ".join(parts)
 
 
-def interruption(workload: dict, cluster_queues: Iterable[dict] = ()) -> str | None:
-    """Why an admitted job was sent back to the queue, in words; None if it was not."""
+def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeued: bool = True) -> str | None:
+    """Why an admitted job was sent back to the queue, in words ("...; requeued" while it waits
+    again, unless not `say_requeued`); None if it was not."""
     conds = conditions(workload)
     preempted, evicted = conds.get("Preempted") or {}, conds.get("Evicted") or {}
-    requeued = "; requeued" if pending(workload) else ""
+    requeued = "; requeued" if pending(workload) and say_requeued else ""
     if preempted.get("status") == "True" or (evicted.get("status") == "True" and evicted.get("reason") == "Preempted"):
         message = preempted.get("message") or evicted.get("message") or ""
         path = _PREEMPTOR.search(message)
@@ -243,6 +249,26 @@ def interruption(workload: dict, cluster_queues: Iterable[dict] = ()) -> str | N
         detail = (evicted.get("message") or evicted.get("reason") or "").strip().rstrip(".")
         return f"evicted by Kueue: {detail}{requeued}" if detail else f"evicted by Kueue{requeued}"
     return None
+
+
+# ------------------------------------------------------------------ requeues
+
+def evictions(workload: dict) -> int:
+    """How often Kueue evicted the Workload (preempted it, or took its place back), from its
+    status.schedulingStats; at least 1 while it is evicted (an older Kueue keeps no count)."""
+    stats = ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or ()
+    count = sum(e["count"] for e in stats if isinstance(e, dict) and isinstance(e.get("count"), int)
+                and not isinstance(e.get("count"), bool) and e["count"] > 0)
+    return max(count, 1 if holds(workload, "Evicted") else 0)
+
+
+def requeues(job: dict, view: KueueView | None) -> tuple[int, str]:
+    """(requeues, why the last one) of a job, from its Workload where it can be read; (0, "")
+    otherwise."""
+    workload = owner_workload(job, view.workloads) if view is not None else None
+    if workload is None or not evictions(workload):
+        return 0, ""
+    return evictions(workload), interruption(workload, view.cluster_queues, say_requeued=False) or ""
 
 
 # ------------------------------------------------------------------ the estimate

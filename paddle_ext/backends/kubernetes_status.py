@@ -20,7 +20,7 @@ from ..quantity import format_quantity, parse_quantity
 from ..restarts import PEER_LOST_EXIT_CODE, exit_cause
 from ..spec import FIELDS as SPEC_FIELDS
 from ..spec import check_field
-from .kubernetes_queue import KueueView, queue_state
+from .kubernetes_queue import KueueView, queue_state, requeues
 from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_state, worker_of_pod_name,
                                   worker_progress)
 
@@ -423,6 +423,12 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
+    # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
+    # restart seen in the pods names the reason: usually the later event (a readmitted job's pods
+    # are all new), though failed pods of a restart before the requeue are kept too.
+    requeued, requeue_reason = requeues(job, kueue)
+    if requeued and not restarts:
+        last_restart_reason = requeue_reason
     if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:
         if failed.get("reason") == "PodFailurePolicy" and spec.get("max_restarts"):
             message += " Not restarted: an error in the job's own code fails it at once."
@@ -440,6 +446,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
         progress=progress, restarts=restarts, last_restart_reason=last_restart_reason, queue=queue,
+        requeues=requeued,
     )
 
 

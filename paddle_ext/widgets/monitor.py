@@ -190,7 +190,7 @@ class JobMonitor(widgets.VBox):
             self.job = job
             self._ended = self._ended or job.done
         detail = f" &mdash; {html.escape(job_detail(job))}" if job_detail(job) else ""
-        if job.restarts:
+        if job.attempt > 1:
             detail += f' <small class="paddle-restarts">({html.escape(job.attempt_line())})</small>'
         self.header.value = f"<b>{html.escape(job.name)}</b> {phase_badge(job.phase)}{detail}"
         self.workers_view.value = render_workers(job)

@@ -1,7 +1,8 @@
 """MetricsPlot: live charts of a job's metrics, drawn with bqplot.
 
 One chart per metric (losses first, then accuracies, then the rest) plus throughput
-(steps per second), each with one line per worker or the workers' mean. Points come
+(steps per second), each with one line per worker or the workers' mean, and a dashed
+vertical marker at the step where each attempt after a restart or requeue began. Points come
 from `JobClient.metrics` (paddle_ext.metrics); `add()` may be called from any thread.
 """
 
@@ -12,13 +13,25 @@ import threading
 import ipywidgets as widgets
 from bqplot import Axis, Figure, LinearScale, Lines
 
-from ..metrics import STEP_TIME, MetricPoint, mean_series, series, throughput
+from ..metrics import STEP_TIME, MetricPoint, attempt_starts, mean_series, series, throughput
 
 THROUGHPUT = "steps/s"
 # One color per line (Category10): worker-i gets COLORS[i % 10]; the mean the first.
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 PER_WORKER, MEAN = "workers", "mean"
+MARKER_COLOR = "#616161"
+
+
+def marker_lines(starts: list[tuple[int, int]], lines: dict[str, list[tuple[int, float]]]
+                 ) -> dict[str, tuple[list[int], list[float]]]:
+    """label -> (x, y) of a vertical line at each attempt's first step, from the lowest to the
+    highest value charted ('attempt 2 began' at step 40); none without values."""
+    values = [value for points in lines.values() for _, value in points]
+    if not values:
+        return {}
+    low, high = min(values), max(values)
+    return {f"attempt {attempt + 1} began": ([step, step], [low, high]) for attempt, step in starts}
 
 
 def chart_order(names: set[str]) -> list[str]:
@@ -45,7 +58,15 @@ class _Chart:
             layout=widgets.Layout(width="340px", height="240px"), legend_location="top-right")
         self.figure.add_class("paddle-chart")
 
-    def show(self, lines: dict[str, list[tuple[int, float]]]) -> None:
+    def show(self, lines: dict[str, list[tuple[int, float]]], starts: list[tuple[int, int]] = ()) -> None:
+        markers = marker_lines(list(starts), lines)
+        for label, (x, y) in markers.items():
+            mark = self.lines.get(label)
+            if mark is None:
+                mark = self.lines[label] = Lines(x=[], y=[], scales={"x": self.x, "y": self.y}, labels=[label],
+                                                 colors=[MARKER_COLOR], line_style="dashed", display_legend=False)
+            with mark.hold_sync():
+                mark.x, mark.y = x, y
         for number, (label, values) in enumerate(lines.items()):
             mark = self.lines.get(label)
             if mark is None:
@@ -55,7 +76,7 @@ class _Chart:
             with mark.hold_sync():
                 mark.x = [step for step, _ in values]
                 mark.y = [value for _, value in values]
-        wanted = [self.lines[label] for label in lines]
+        wanted = [self.lines[label] for label in lines] + [self.lines[label] for label in markers]
         if list(self.figure.marks) != wanted:
             self.figure.marks = wanted
 
@@ -92,6 +113,7 @@ class MetricsPlot(widgets.VBox):
         wanted: dict[str, dict[int, list[tuple[int, float]]]] = {}
         for name in chart_order({key for point in points for key in point.values}):
             wanted[name] = series(points, name)
+        starts = attempt_starts(points)
         rates = throughput(points)
         if rates:
             wanted[THROUGHPUT] = rates
@@ -101,7 +123,7 @@ class MetricsPlot(widgets.VBox):
             chart = self._charts.get(name)
             if chart is None:
                 chart = self._charts[name] = _Chart(name)
-            chart.show(self._lines(per_worker))
+            chart.show(self._lines(per_worker), starts)
         figures = [self._charts[name].figure for name in wanted if name in self._charts]
         if list(self.charts.children) != figures:
             self.charts.children = figures

@@ -310,11 +310,13 @@ def release(batch_v1, ns, name="holder"):
     batch_v1.delete_namespaced_job(name, ns, propagation_policy="Background")
 
 
-def kueue_backend(cluster, ns) -> KubernetesBackend:
-    """The notebook's backend with Kueue, reading as an admin (every namespace's Workloads)."""
+def kueue_backend(cluster, ns, complete_after="2s") -> KubernetesBackend:
+    """The notebook's backend with Kueue, reading as an admin (every namespace's Workloads); its
+    jobs' pods complete on the KWOK nodes after `complete_after`."""
     return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns, queue_name=queues.LOCAL_QUEUE,
                              images=[{"name": "paddle:3.3.1-cpu"}], gpu_tolerations=[GPU_TOLERATION],
-                             gpu_node_selector={"type": "kwok"}, pod_annotations={COMPLETE_AFTER_ANNOTATION: "2s"})
+                             gpu_node_selector={"type": "kwok"},
+                             pod_annotations={COMPLETE_AFTER_ANNOTATION: complete_after})
 
 
 def waiting_message(custom, ns, job_name):
@@ -342,13 +344,32 @@ def test_all_or_nothing_a_16_gpu_job_waits_with_no_pods_while_4_are_taken_and_st
         [(p.metadata.name, p.spec.node_name) for p in pods]
 
 
-def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them(
-        teams, custom, batch_v1, core_v1, kueue_cluster):
+def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and_resumes_as_the_next_attempt(
+        teams, custom, batch_v1, core_v1, kueue_cluster, tmp_path):
+    """Team a's job (submitted by the backend, max_restarts 2) borrows 4 of team b's GPUs; b's job
+    reclaims them, a's is preempted and requeued and says why; once b's job is gone, a's is
+    readmitted as attempt 2 (its Workload's eviction count) while no restart is spent (the Job
+    controller counts no failure for the pods it deleted on suspension)."""
     a_ns, a_cq = teams.make("a", gpus=8)
     b_ns, b_cq = teams.make("b", gpus=8)
-    batch_v1.create_namespaced_job(a_ns, queued_job("wide", workers=3, gpus=4, complete_after="1h"))  # 12 > 8
+    (tmp_path / "train.py").write_text("print('training')\n")
+    spec = JobSpec(name="wide", command=["python", "train.py"], workers=3, gpus_per_worker=4, max_restarts=2)
+
+    async def with_backend(action):
+        jobs = kueue_backend(kueue_cluster, a_ns, complete_after="1h")  # a's pods run until b's job is gone
+        try:
+            return await action(jobs)
+        finally:
+            await jobs.close()
+
+    def read_a():
+        return asyncio.run(with_backend(lambda jobs: jobs.get("wide")))
+
+    asyncio.run(with_backend(lambda jobs: jobs.submit(spec, str(tmp_path))))  # 12 GPUs > team a's 8
     wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
              what="team a's 12-GPU job admitted by borrowing 4 of team b's idle GPUs")
+    first = wait_for(lambda: len(pods_of(core_v1, a_ns, "wide")) == 3 and pods_of(core_v1, a_ns, "wide"), timeout=60,
+                     what="team a's 3 workers created")
 
     def borrowed():
         status = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", a_cq["metadata"]["name"])
@@ -358,7 +379,7 @@ def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them
     assert wait_for(lambda: borrowed() == ["4"] and borrowed(), what="team a's queue to show 4 borrowed GPUs",
                     message=borrowed)
 
-    # b's own 8 GPUs, held until the namespace goes (so team a's job stays queued while it is read)
+    # b's own 8 GPUs, held until the test deletes b's job (so team a's job stays queued while it is read)
     batch_v1.create_namespaced_job(b_ns, queued_job("mine", workers=2, gpus=4, complete_after="1h"))
     preempted = wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Preempted")
                          and workload_of(custom, a_ns, "wide"), timeout=30,
@@ -372,17 +393,33 @@ def test_a_team_borrows_idle_gpus_and_gives_them_back_when_the_lender_needs_them
     wait_for(lambda: not condition(workload_of(custom, a_ns, "wide") or {}, "QuotaReserved"),
              what="team a's Workload back in the queue")
 
-    async def read():
-        jobs = kueue_backend(kueue_cluster, a_ns)
-        try:
-            return await jobs.get("wide")
-        finally:
-            await jobs.close()
-
-    job_a = asyncio.run(read())
-    assert job_a.phase == Phase.QUEUED, job_a
     team_b = f"team b-{teams.tag}"
+    job_a = read_a()
+    assert job_a.phase == Phase.QUEUED, job_a
     assert job_a.message.startswith(f"Preempted: {team_b} reclaimed its GPUs; requeued."), job_a.message
+    assert (job_a.requeues, job_a.restarts, job_a.attempt) == (1, 0, 2), job_a.to_dict()
+
+    release(batch_v1, b_ns, "mine")
+    old = {p.metadata.uid for p in first}
+
+    def new_pods():
+        pods = [p for p in pods_of(core_v1, a_ns, "wide") if p.metadata.uid not in old]
+        return pods if len(pods) == 3 else None
+
+    wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
+             what="team a's job readmitted once team b's job is gone")
+    pods = wait_for(new_pods, timeout=60, what="team a's 3 new workers created")
+    for pod in pods:  # not a failure: the Job controller's count ($PADDLECLOUD_RESTART) stays 0
+        annotations = pod.metadata.annotations or {}
+        assert annotations.get("batch.kubernetes.io/job-index-failure-count") == "0", annotations
+
+    job_a = wait_for(lambda: (lambda j: j.phase == Phase.RUNNING and j)(read_a()), timeout=60,
+                     what="team a's job running again")
+    assert (job_a.requeues, job_a.restarts, job_a.attempt) == (1, 0, 2), job_a.to_dict()
+    assert job_a.attempt_line().startswith("attempt 2 of 4"), job_a.attempt_line()
+    # Its pods hold 12 of the KWOK nodes' 16 GPUs for an hour: gone before the next test.
+    release(batch_v1, a_ns, "wide")
+    wait_for(lambda: not pods_of(core_v1, a_ns, "wide"), timeout=60, what="team a's workers gone")
 
 
 def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, batch_v1, core_v1, kueue_cluster):

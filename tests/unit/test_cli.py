@@ -64,6 +64,11 @@ def test_status_and_list_show_the_restarts():
     never = Job(name="k", phase="Running", workers=1, spec={})
     assert "Restarts" not in _describe(never)
     assert (never.to_dict()["restarts"], never.to_dict()["attempt"], never.to_dict()["max_restarts"]) == (0, 1, 0)
+    preempted = Job(name="p", phase="Running", workers=2, spec={}, requeues=1,
+                    last_restart_reason="preempted: team b reclaimed its GPUs")
+    assert ("Restarts: 0 of at most 0; requeued once by the queue (not counted) "
+            "(now attempt 2 of 2: preempted: team b reclaimed its GPUs)") in _describe(preempted)
+    assert _table([preempted]).splitlines()[1].split()[3] == "0+1"
 
 
 def test_the_cell_magic_takes_max_restarts_as_the_cli_does():

@@ -198,3 +198,43 @@ def test_hostile_or_odd_workloads_read_without_errors():
     job = job_from_objects(suspended_job("mine"), [], [], kueue=view(odd))
     assert job.phase == Phase.QUEUED and job.queue.position is None  # no queueName: no line to place it in
     assert kq.requests(odd) == {}
+
+
+# ------------------------------------------------------------------ requeues
+
+PREEMPTED_BY_AUDIO = ("Preempted to accommodate a workload (UID: x, JobUID: y) due to reclamation within the cohort; "
+                      "preemptor path: /paddlecloud/paddlecloud-team-audio")
+
+
+def preempted(name, count=None):
+    wl = workload(name, conditions=[cond("Evicted", reason="Preempted", message=PREEMPTED_BY_AUDIO),
+                                    cond("Preempted", reason="InCohortReclamation", message=PREEMPTED_BY_AUDIO),
+                                    cond("QuotaReserved", "False", "Pending", SHORT.format(8))])
+    if count is not None:
+        wl["status"]["schedulingStats"] = {"evictions": [
+            {"reason": "Preempted", "underlyingCause": "InCohortReclamation", "count": count},
+            {"reason": "PodsReadyTimeout", "underlyingCause": "", "count": 1}]}
+    return wl
+
+
+def test_kueues_eviction_count_is_the_requeues_and_at_least_one_while_evicted():
+    assert kq.evictions(preempted("a", count=2)) == 3  # every reason counts: each started the job again
+    assert kq.evictions(preempted("a")) == 1  # no stats (an older Kueue): it is evicted now, so once
+    assert kq.evictions(workload("fresh", conditions=[cond("QuotaReserved", "False")])) == 0
+    odd = workload("odd")
+    odd["status"]["schedulingStats"] = {"evictions": [{"count": "2"}, {"count": True}, {"count": -4}, "junk"]}
+    assert kq.evictions(odd) == 0
+
+
+def test_a_preempted_job_is_read_as_requeued_with_why_and_a_readmitted_one_keeps_the_count():
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(preempted("mine", count=1)))
+    assert (job.phase, job.requeues, job.restarts, job.attempt) == (Phase.QUEUED, 2, 0, 3)
+    assert job.last_restart_reason == "preempted: team audio reclaimed its GPUs"  # no "; requeued": it is the cause
+    running = suspended_job("mine")
+    running["spec"]["suspend"] = False
+    readmitted = preempted("mine", count=1)
+    readmitted["status"]["conditions"] = [cond("QuotaReserved"), cond("Admitted")]
+    job = job_from_objects(running, [], [], kueue=view(readmitted))
+    assert (job.requeues, job.attempt) == (2, 3)
+    assert job.attempt_line() == "attempt 3 of 3"  # the Workload no longer says why
+    assert job_from_objects(running, [], []).requeues == 0  # no Workload read: none known

@@ -256,3 +256,4 @@ def test_with_a_queue_every_kind_is_created_suspended_with_the_queue_label(kind)
     plain = job_objects(big_spec(), settings(kind=kind, datasets=DATASETS))[-1]
     assert not JOB_KINDS[kind].is_suspended(plain) and not [
         key for key in plain["metadata"]["labels"] if key.startswith("kueue.x-k8s.io/")]
+

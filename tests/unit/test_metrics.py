@@ -192,7 +192,7 @@ def test_page_json_shape():
     page = MetricsPage("job-a", "Running", False, (point,), (4, 7)).to_dict()
     assert page == {"job": "job-a", "phase": "Running", "done": False, "cursor": "4.7", "names": ["loss"],
                     "points": [{"worker": 1, "step": 3, "values": {"loss": 0.5}, "rank": 1, "time": 1.5,
-                                "epoch": None, "source": "report"}]}
+                                "epoch": None, "source": "report", "attempt": 0}]}
     json.dumps(page)
 
 
@@ -205,3 +205,49 @@ def test_series_mean_and_throughput():
     assert series(points, "loss") == {0: [(0, 4.0), (2, 2.0), (4, 1.0)], 1: [(0, 2.0)]}
     assert mean_series(series(points, "loss")) == [(0, 3.0), (2, 2.0), (4, 1.0)]
     assert throughput(points) == {0: [(2, 2.0), (4, 4.0)], 1: [(2, 1.0)]}
+
+
+# ------------------------------------------------------------------ attempts (restart markers on the charts)
+
+def test_report_names_the_attempt_after_a_restart_and_says_nothing_before(monkeypatch):
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "0")
+    assert '"attempt"' not in reported(step=1, loss=1.0)
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "2")
+    line = reported(step=40, loss=0.5).strip()
+    assert parse_report(line)["attempt"] == 2
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "junk")
+    assert parse_report(reported(step=41, loss=0.5).strip())["attempt"] == 0
+
+
+@pytest.mark.parametrize("attempt", ['"2"', "-1", "true", "1.5"])
+def test_a_report_line_with_a_bad_attempt_is_not_a_point(attempt):
+    assert parse_report(METRIC_MARKER + '{"step":1,"values":{"loss":1},"attempt":%s}' % attempt) is None
+
+
+def test_points_after_a_restart_marker_in_the_log_belong_to_the_next_attempt_and_the_chart_marks_where_it_began():
+    from paddle_ext.metrics import attempt_starts
+    from paddle_ext.restarts import restart_marker
+
+    def line(step, loss):
+        return METRIC_MARKER + json.dumps({"step": step, "rank": 0, "time": 1.0, "values": {"loss": loss}})
+
+    fit = ["Epoch 1/1", "step 1/2 - loss: 0.5 - 7ms/step"]
+    logs = {0: [line(0, 1.0), line(1, 0.9), line(2, 0.8), restart_marker(1, 2, "worker 1 was killed by signal 9"),
+                line(2, 0.8), line(3, 0.7), restart_marker(2, 2, "worker 0 was killed by signal 9"), *fit],
+            1: [line(0, 1.0), line(1, 0.9), restart_marker(1, 2, "worker 1 was killed by signal 9"), line(1, 0.9)]}
+    points, _ = read_metrics(logs, (0, 0), finished=True)
+    assert [(p.worker, p.step, p.attempt) for p in points] == [
+        (0, 0, 0), (0, 1, 0), (0, 2, 0), (0, 2, 1), (0, 3, 1), (0, 1, 2), (1, 0, 0), (1, 1, 0), (1, 1, 1)]
+    assert attempt_starts(points) == [(1, 1), (2, 1)]  # attempt 2 began at step 1 (worker 1 resumed there)
+    assert attempt_starts(points[:3]) == []
+    # each step once on the chart: the last attempt's value of a redone step
+    assert series(points, "loss")[0] == [(0, 1.0), (1, 0.5), (2, 0.8), (3, 0.7)]
+
+
+def test_the_restart_marker_is_read_back_as_the_attempt_it_begins():
+    from paddle_ext.restarts import marker_attempt, restart_marker
+
+    assert marker_attempt(restart_marker(1, 3, "worker 1 was killed by signal 9")) == 1
+    assert marker_attempt(restart_marker(3, 3, "a; b") + "\n") == 3
+    assert marker_attempt("--- attempt x of 3: y; restarting ---") is None
+    assert marker_attempt("step 1 --- attempt 2 of 3: y; restarting ---") is None

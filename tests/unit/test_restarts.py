@@ -71,3 +71,17 @@ def test_the_job_folder_lists_its_restarts_in_order(tmp_path):
     files.write_json(files.decision_file(str(tmp_path), 0), {"restart": True, "reason": "worker 1 was lost"})
     files.write_json(files.decision_file(str(tmp_path), 1), {"restart": False, "reason": "worker 0 exited with code 1"})
     assert [d["reason"] for d in files.restarts(str(tmp_path))] == ["worker 1 was lost"]
+
+
+def test_a_requeue_is_an_attempt_the_job_did_not_spend_a_restart_on():
+    from paddle_ext.jobs import Job, Phase
+
+    preempted = Job(name="a", phase=Phase.RUNNING, workers=2, spec={"max_restarts": 0}, requeues=1,
+                    last_restart_reason="preempted: team b reclaimed its GPUs")
+    assert (preempted.attempt, preempted.restarts) == (2, 0)
+    assert preempted.attempt_line() == "attempt 2 of 2: preempted: team b reclaimed its GPUs"
+    assert preempted.to_dict()["requeues"] == 1 and preempted.to_dict()["attempt"] == 2
+    both = Job(name="a", phase=Phase.RUNNING, workers=2, spec={"max_restarts": 2}, restarts=1, requeues=1,
+               last_restart_reason="worker 1 was killed by signal 9")
+    assert both.attempt_line() == "attempt 3 of 4: worker 1 was killed by signal 9"
+    assert Job(name="a", phase=Phase.RUNNING, workers=2, spec={"max_restarts": 2}).attempt_line() == ""
