@@ -266,7 +266,7 @@ def requeues(job: dict, view: KueueView | None) -> tuple[int, str]:
     """(requeues, why the last one) of a job, from its Workload where it can be read; (0, "")
     otherwise."""
     workload = owner_workload(job, view.workloads) if view is not None else None
-    if workload is None or not evictions(workload):
+    if view is None or workload is None or not evictions(workload):
         return 0, ""
     return evictions(workload), interruption(workload, view.cluster_queues, say_requeued=False) or ""
 
