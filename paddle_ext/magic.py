@@ -9,7 +9,9 @@
 
 The cell's code is written to `paddlecloud_cells/<job>.py` in the notebook's current
 folder and submitted as `python paddlecloud_cells/<job>.py`, so it travels with the
-folder exactly as a submitted script does. The options are `paddlecloud submit`'s own
+folder exactly as a submitted script does. The job's folder comes first on its PYTHONPATH,
+so the cell imports the notebook folder's own modules as it would in the notebook (a
+script's own folder, paddlecloud_cells/, is what Python would put first). The options are `paddlecloud submit`'s own
 (one definition, `paddle_ext.cli.add_job_options`), plus `--no-follow` (no monitor) and
 `--var NAME` (also bind the handle to NAME). The cell's value is a `TrainingJob`
 handle: `.status()`, `.logs()`, `.metrics()`, `.cancel()`, `.wait()`, `.monitor()`.
@@ -19,6 +21,7 @@ Bad options print one line, the CLI's message, and submit nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -111,6 +114,13 @@ def write_cell(folder: str, name: str, code: str) -> str:
     return relative
 
 
+def cell_env(env: dict[str, str], inherited: str | None) -> dict[str, str]:
+    """The cell job's environment: the user's, with the folder the job runs in (".") first on
+    PYTHONPATH, before the user's PYTHONPATH (from --env, else the notebook's own)."""
+    rest = env.get("PYTHONPATH", inherited)
+    return {**env, "PYTHONPATH": os.pathsep.join(["."] + ([rest] if rest else []))}
+
+
 def submit_cell(client: JobClient, args: argparse.Namespace, code: str, folder: str) -> TrainingJob:
     """Submit `code` as a job's training script, as `paddlecloud submit -- python <file>` would."""
     if not code.strip():
@@ -120,6 +130,7 @@ def submit_cell(client: JobClient, args: argparse.Namespace, code: str, folder: 
     name = args.name or generate_name(("cell.py",))
     script = os.path.join(CELLS_DIR, f"{name}.py")
     spec = spec_from_options(args, ["python", script], name=name)  # checks every option first
+    spec = dataclasses.replace(spec, env=cell_env(spec.env, os.environ.get("PYTHONPATH")))
     try:
         client.get(name)
         raise JobExists(name)  # never overwrite the script of an existing job

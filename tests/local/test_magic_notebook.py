@@ -17,12 +17,13 @@ TRAINING_CELL = """%%paddle_train --workers 2 --var job
 import paddle
 import paddle.distributed as dist
 import paddle_ext
+from helpers import HELLO  # the notebook folder's own module, importable as in the notebook
 
 dist.init_parallel_env()
 rank = dist.get_rank()
 total = paddle.to_tensor([float(rank + 1)])
 dist.all_reduce(total)
-print(f"rank {rank}: all_reduce sum={float(total.numpy()[0]):g}", flush=True)
+print(f"rank {rank}: all_reduce sum={float(total.numpy()[0]):g} {HELLO}", flush=True)
 for step in range(5):
     paddle_ext.report(step=step, loss=1.0 / (step + 1), rank_plus_step=rank + step)
 """
@@ -50,6 +51,7 @@ def test_a_cell_runs_as_a_two_worker_job_and_reports_metrics(tmp_path, monkeypat
         "%%paddle_train --workers 0\nprint('never runs')",
         "import os\nprint(sorted(os.listdir('paddlecloud_cells')))",
     )]
+    (tmp_path / "helpers.py").write_text("HELLO = 'from helpers.py'\n")
     monkeypatch.setenv("PADDLECLOUD_HOME", str(tmp_path / ".paddlecloud"))
     monkeypatch.setenv("PADDLECLOUD_BACKEND", "local")
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
@@ -65,7 +67,8 @@ def test_a_cell_runs_as_a_two_worker_job_and_reports_metrics(tmp_path, monkeypat
     name = report.split("| name: ")[1].split()[0]
     expected = sorted((w, s, w + s) for w in (0, 1) for s in range(5))
     assert f"points: {expected}" in report, report
-    assert "[worker-0] rank 0: all_reduce sum=3" in report and "[worker-1] rank 1: all_reduce sum=3" in report
+    assert "[worker-0] rank 0: all_reduce sum=3 from helpers.py" in report, report
+    assert "[worker-1] rank 1: all_reduce sum=3 from helpers.py" in report, report
 
     # shipped exactly as a submitted script: a visible file in the notebook's folder
     script = tmp_path / "paddlecloud_cells" / f"{name}.py"
