@@ -11,7 +11,8 @@ from kubehub import MY_TRAIN, SMALL, in_notebook, job_story, ns, python_in_noteb
 
 def test_the_researchers_own_code_reaches_real_workers_from_every_way_of_launching(hub, core_v1, real_cluster):
     """A script and the module it imports, written in the notebook and nowhere else, run as
-    2-worker jobs launched by the widget, the Python API, the CLI inside the pod and REST.
+    2-worker jobs launched by the widget, the Python API, the %%paddle_train magic in the
+    pod's IPython (the script as the cell), the CLI inside the pod and REST.
     The folder is on the shared home: the jobs run there and keep their outputs beside it."""
     token = hub.admin_token
     hub.ensure_running("bob", token)
@@ -37,13 +38,20 @@ def test_the_researchers_own_code_reaches_real_workers_from_every_way_of_launchi
                          json={"command": ["python", "my_train.py"], "workers": 2, **SMALL})
     assert rest.status_code == 201, rest.text
     names["rest"] = rest.json()["name"]
+    # Last: the cell's script it writes into the folder would travel with the jobs after it.
+    names["magic"] = python_in_notebook(real_cluster, "bob", in_project + (
+        "from IPython.core.interactiveshell import InteractiveShell; shell = InteractiveShell.instance(); "
+        "shell.run_line_magic('load_ext', 'paddle_ext'); "
+        f"print(shell.run_cell_magic('paddle_train', '--workers 2 --no-follow --cpu {SMALL['cpu']} "
+        f"--memory {SMALL['memory']}', {MY_TRAIN!r}).name)"))
 
     headers = {"Authorization": f"token {token}"}
     base = f"{hub.url}/user/bob"
     for way, name in names.items():
         job = wait_job(hub, "bob", name)
         assert job["phase"] == "Succeeded", (way, job_story(hub, "bob", name))
-        assert job["code"]["workdir"] == "/home/jovyan/project" and job["code"]["files"] == 2, (way, job["code"])
+        files = 2 + (way == "magic")  # the cell's own script, paddlecloud_cells/<job>.py, travels too
+        assert job["code"]["workdir"] == "/home/jovyan/project" and job["code"]["files"] == files, (way, job["code"])
         logs = requests.get(f"{base}/paddle/api/jobs/{name}/logs", headers=headers, timeout=60).text.splitlines()
         assert "[worker-0] rank 0: model v1" in logs and "[worker-1] rank 1: model v1" in logs, (way, logs[-20:])
         metrics = requests.get(f"{base}/paddle/api/jobs/{name}/metrics", headers=headers, timeout=60).json()
