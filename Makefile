@@ -110,7 +110,8 @@ test-unit: setup
 
 # The extension's TypeScript: type-check the tests, then jest (offline: npm ran in setup).
 test-lab: setup
-	cd labextension && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest --randomize --seed=$(TEST_SEED)
+	cd labextension && node_modules/.bin/eslint src test && node_modules/.bin/prettier --check src test \
+	  && node_modules/.bin/tsc -p tsconfig.test.json && node_modules/.bin/jest --randomize --seed=$(TEST_SEED)
 
 test-local: setup login-deps
 	$(call tier,local)

@@ -19,13 +19,13 @@ import { JobsStatus } from './statusbar';
 
 const PLUGIN_ID = '@paddlecloud/jupyterlab-jobs:plugin';
 
-export namespace CommandIDs {
-  export const newJob = 'paddlecloud:new-job';
-  export const showJobs = 'paddlecloud:show-jobs';
-  export const openJob = 'paddlecloud:open-job';
+export const CommandIDs = {
+  newJob: 'paddlecloud:new-job',
+  showJobs: 'paddlecloud:show-jobs',
+  openJob: 'paddlecloud:open-job',
   /** JupyterLab's file browser command (the filebrowser extension may be disabled). */
-  export const goToPath = 'filebrowser:go-to-path';
-}
+  goToPath: 'filebrowser:go-to-path'
+} as const;
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,

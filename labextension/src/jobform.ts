@@ -158,7 +158,10 @@ export function fieldErrors(error: ApiError): { fields: FieldErrors; message: st
   if (error.code === 'name_taken') {
     fields.name = error.message;
   }
-  const message = Object.keys(fields).length && !others.length ? 'The server refused this job; see the fields marked below.' : error.message;
+  const message =
+    Object.keys(fields).length && !others.length
+      ? 'The server refused this job; see the fields marked below.'
+      : error.message;
   return { fields, message };
 }
 

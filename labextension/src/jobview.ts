@@ -145,11 +145,16 @@ export class JobView extends Widget {
     if (!job) {
       node.append(
         h('h1', { class: 'pc-JobView-title', text: this.jobName }),
-        this.loadError ? h('p', { class: 'pc-Error', text: this.loadError }) : h('p', { class: 'pc-Hint', text: 'Loading…' })
+        this.loadError
+          ? h('p', { class: 'pc-Error', text: this.loadError })
+          : h('p', { class: 'pc-Hint', text: 'Loading…' })
       );
       return;
     }
-    const cancel = h('button', { class: 'jp-mod-styled jp-mod-warn pc-Cancel', text: this.cancelling ? 'Cancelling…' : 'Cancel job' });
+    const cancel = h('button', {
+      class: 'jp-mod-styled jp-mod-warn pc-Cancel',
+      text: this.cancelling ? 'Cancelling…' : 'Cancel job'
+    });
     cancel.disabled = isFinished(job) || this.cancelling;
     cancel.addEventListener('click', () => void this.cancel());
     node.append(
@@ -168,8 +173,12 @@ export class JobView extends Widget {
       );
     } else if (job.reason || job.message) {
       node.append(
-        h('p', { class: `pc-JobView-message pc-mod-${job.phase.toLowerCase()}` },
-          job.reason ? h('b', { text: `${job.reason}: ` }) : null, job.message || '')
+        h(
+          'p',
+          { class: `pc-JobView-message pc-mod-${job.phase.toLowerCase()}` },
+          job.reason ? h('b', { text: `${job.reason}: ` }) : null,
+          job.message || ''
+        )
       );
     }
     node.append(details(job, this.openFolder), workerTable(job));
@@ -258,7 +267,9 @@ function codeDetail(code: ICodeRecord, name: string): HTMLElement {
     digest ? h('code', { class: 'pc-Code-digest', title: code.digest ?? '', text: digest }) : null,
     code.workdir ? ' · from ' : null,
     code.workdir ? h('code', { text: code.workdir }) : null,
-    code.stored ? h('span', { class: 'pc-Hint', title: `paddlecloud code ${name} gets the files back`, text: ' · kept' }) : null
+    code.stored
+      ? h('span', { class: 'pc-Hint', title: `paddlecloud code ${name} gets the files back`, text: ' · kept' })
+      : null
   );
 }
 
@@ -271,11 +282,15 @@ function outputsDetail(outputs: IOutputsRecord, openFolder: (path: string) => bo
   const relative = outputs.kept ? pathUnderRoot(outputs.path, PageConfig.getOption('serverRoot')) : null;
   let folder: HTMLElement = h('code', { text: outputs.path });
   if (relative !== null) {
-    const link = h('a', {
-      class: 'pc-Outputs-link',
-      title: 'Show this folder in the file browser',
-      attrs: { href: labTreeUrl(PageConfig.getBaseUrl(), relative), target: '_blank', rel: 'noopener' }
-    }, folder);
+    const link = h(
+      'a',
+      {
+        class: 'pc-Outputs-link',
+        title: 'Show this folder in the file browser',
+        attrs: { href: labTreeUrl(PageConfig.getBaseUrl(), relative), target: '_blank', rel: 'noopener' }
+      },
+      folder
+    );
     link.addEventListener('click', event => {
       if (openFolder(relative)) {
         event.preventDefault();
@@ -294,7 +309,18 @@ function outputsDetail(outputs: IOutputsRecord, openFolder: (path: string) => bo
 function workerTable(job: IJob): HTMLElement {
   const table = h('table', { class: 'pc-Workers' });
   table.append(
-    h('thead', {}, h('tr', {}, h('th', { text: 'Worker' }), h('th', { text: 'Phase' }), h('th', { text: 'Exit code' }), h('th', { text: 'Detail' })))
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        h('th', { text: 'Worker' }),
+        h('th', { text: 'Phase' }),
+        h('th', { text: 'Exit code' }),
+        h('th', { text: 'Detail' })
+      )
+    )
   );
   const body = h('tbody');
   const states = job.worker_states?.length

@@ -64,7 +64,11 @@ export class LogViewer extends Widget {
       'Follow'
     );
 
-    const download = h('button', { class: 'jp-mod-styled pc-Download', text: 'Download', title: 'Save every line received so far' });
+    const download = h('button', {
+      class: 'jp-mod-styled pc-Download',
+      text: 'Download',
+      title: 'Save every line received so far'
+    });
     download.addEventListener('click', () => this.download());
 
     this.countNode = h('span', { class: 'pc-LogCount' });
@@ -202,9 +206,15 @@ export class LogViewer extends Widget {
     const query = this.buffer.filter.query;
     const nodes: HTMLElement[] = [];
     for (const line of this.buffer.viewSlice(first, last)) {
-      const row = h('div', { class: 'pc-LogRow', attrs: { 'data-worker': String(line.worker), 'data-line': String(line.index + 1) } });
+      const row = h('div', {
+        class: 'pc-LogRow',
+        attrs: { 'data-worker': String(line.worker), 'data-line': String(line.index + 1) }
+      });
       if (this.workers > 1) {
-        row.append(h('span', { class: `pc-LogRow-worker pc-mod-w${line.worker % 8}`, text: `[worker-${line.worker}]` }), ' ');
+        row.append(
+          h('span', { class: `pc-LogRow-worker pc-mod-w${line.worker % 8}`, text: `[worker-${line.worker}]` }),
+          ' '
+        );
       }
       appendHighlighted(row, line.text, query);
       nodes.push(row);

@@ -26,7 +26,10 @@ export class JobsModel implements IDisposable {
   private readonly changedSignal = new Signal<this, void>(this);
   private disposed = false;
 
-  constructor(readonly api: PaddleApi, interval = POLL_INTERVAL_MS) {
+  constructor(
+    readonly api: PaddleApi,
+    interval = POLL_INTERVAL_MS
+  ) {
     this.poll = new Poll({
       name: 'paddlecloud:jobs',
       factory: () => this.fetch(),

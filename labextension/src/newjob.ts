@@ -117,17 +117,44 @@ export class JobForm extends Widget {
     const form = h('form', { attrs: { novalidate: '' } });
     form.addEventListener('submit', event => event.preventDefault());
 
-    this.field(form, 'name', 'Name', this.text('name', values.name, 'generated if empty'),
-      'Lowercase letters, digits and -; leave empty for a generated name.');
-    this.field(form, 'command', 'Command', this.text('command', values.command, 'python train.py --epochs 3'),
-      'Run in your home folder on every worker, as given (write sh -c \'...\' for a shell).');
-    this.field(form, 'workers', 'Workers', this.number('workers', values.workers, b.workers.min, b.workers.max),
-      `${b.workers.min} to ${b.workers.max}.`);
-    this.field(form, 'gpus_per_worker', 'GPUs per worker',
+    this.field(
+      form,
+      'name',
+      'Name',
+      this.text('name', values.name, 'generated if empty'),
+      'Lowercase letters, digits and -; leave empty for a generated name.'
+    );
+    this.field(
+      form,
+      'command',
+      'Command',
+      this.text('command', values.command, 'python train.py --epochs 3'),
+      "Run in your home folder on every worker, as given (write sh -c '...' for a shell)."
+    );
+    this.field(
+      form,
+      'workers',
+      'Workers',
+      this.number('workers', values.workers, b.workers.min, b.workers.max),
+      `${b.workers.min} to ${b.workers.max}.`
+    );
+    this.field(
+      form,
+      'gpus_per_worker',
+      'GPUs per worker',
       this.number('gpus_per_worker', values.gpus_per_worker, b.gpus_per_worker.min, b.gpus_per_worker.max),
-      b.gpus_per_worker.max ? `${b.gpus_per_worker.min} to ${b.gpus_per_worker.max}.` : 'This deployment runs jobs on CPU only.');
+      b.gpus_per_worker.max
+        ? `${b.gpus_per_worker.min} to ${b.gpus_per_worker.max}.`
+        : 'This deployment runs jobs on CPU only.'
+    );
     this.field(form, 'cpu', 'CPU per worker', this.text('cpu', values.cpu, 'e.g. 2 or 500m'), `At most ${b.cpu.max}.`);
-    this.field(form, 'memory', 'Memory per worker', this.text('memory', values.memory, 'e.g. 8Gi'), `At most ${b.memory.max}.`);
+    this.field(
+      form,
+      'memory',
+      'Memory per worker',
+      this.text('memory', values.memory, 'e.g. 8Gi'),
+      `At most ${b.memory.max}.`
+    );
 
     const image = h('select', { attrs: { name: 'image' } });
     if (options.images.length) {
@@ -142,24 +169,48 @@ export class JobForm extends Widget {
       image.disabled = true;
     }
     this.inputs.set('image', image);
-    this.field(form, 'image', 'Image', image, !options.images.length && options.job_image ? 'Every job runs in this image here.' : '');
+    this.field(
+      form,
+      'image',
+      'Image',
+      image,
+      !options.images.length && options.job_image ? 'Every job runs in this image here.' : ''
+    );
 
     const datasets = h('div', { class: 'pc-Datasets' });
     if (options.datasets.length) {
       for (const choice of options.datasets) {
         const box = h('input', { attrs: { type: 'checkbox', name: 'datasets', value: choice.name } });
         this.datasetBoxes.push(box);
-        datasets.append(h('label', { title: choice.mount_path ? `mounted at ${choice.mount_path}` : '' }, box,
-          ` ${choice.name}`, choice.description ? h('small', { text: ` ${choice.description}` }) : null));
+        datasets.append(
+          h(
+            'label',
+            { title: choice.mount_path ? `mounted at ${choice.mount_path}` : '' },
+            box,
+            ` ${choice.name}`,
+            choice.description ? h('small', { text: ` ${choice.description}` }) : null
+          )
+        );
       }
     } else {
       datasets.append(h('span', { class: 'pc-Hint', text: 'No shared datasets are configured here.' }));
     }
     this.field(form, 'datasets', 'Datasets', datasets, '');
     this.field(form, 'env', 'Environment', this.textarea('env', values.env, 'KEY=VALUE, one per line', 2), '');
-    this.field(form, 'max_runtime_seconds', 'Max runtime (s)', this.text('max_runtime_seconds', values.max_runtime_seconds, 'no limit'), '');
-    this.field(form, 'max_restarts', 'Max restarts', this.text('max_restarts', values.max_restarts, "the site's default"),
-      'Restart all workers together after a worker is lost or evicted; an error in your code is not retried.');
+    this.field(
+      form,
+      'max_runtime_seconds',
+      'Max runtime (s)',
+      this.text('max_runtime_seconds', values.max_runtime_seconds, 'no limit'),
+      ''
+    );
+    this.field(
+      form,
+      'max_restarts',
+      'Max restarts',
+      this.text('max_restarts', values.max_restarts, "the site's default"),
+      'Restart all workers together after a worker is lost or evicted; an error in your code is not retried.'
+    );
 
     this.summary = h('p', { class: 'pc-JobForm-error', attrs: { role: 'alert' } });
     form.append(this.summary);
@@ -216,14 +267,26 @@ export class JobForm extends Widget {
     const error = h('div', { class: 'pc-JobForm-fieldError', attrs: { 'data-field': name } });
     this.errorNodes.set(name, error);
     form.append(
-      h('div', { class: 'pc-JobForm-row', attrs: { 'data-field': name } },
+      h(
+        'div',
+        { class: 'pc-JobForm-row', attrs: { 'data-field': name } },
         h('label', { class: 'pc-JobForm-label', text: label }),
-        h('div', { class: 'pc-JobForm-control' }, input, hint ? h('div', { class: 'pc-Hint', text: hint }) : null, error))
+        h(
+          'div',
+          { class: 'pc-JobForm-control' },
+          input,
+          hint ? h('div', { class: 'pc-Hint', text: hint }) : null,
+          error
+        )
+      )
     );
   }
 
   private text(name: FormField, value: string, placeholder: string): HTMLInputElement {
-    const input = h('input', { class: 'jp-mod-styled', attrs: { type: 'text', name, placeholder, autocomplete: 'off', spellcheck: 'false' } });
+    const input = h('input', {
+      class: 'jp-mod-styled',
+      attrs: { type: 'text', name, placeholder, autocomplete: 'off', spellcheck: 'false' }
+    });
     input.value = value;
     this.inputs.set(name, input);
     return input;
@@ -237,7 +300,10 @@ export class JobForm extends Widget {
   }
 
   private textarea(name: FormField, value: string, placeholder: string, rows: number): HTMLTextAreaElement {
-    const input = h('textarea', { class: 'jp-mod-styled', attrs: { name, placeholder, rows: String(rows), spellcheck: 'false' } });
+    const input = h('textarea', {
+      class: 'jp-mod-styled',
+      attrs: { name, placeholder, rows: String(rows), spellcheck: 'false' }
+    });
     input.value = value;
     this.inputs.set(name, input);
     return input;

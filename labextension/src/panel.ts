@@ -104,7 +104,12 @@ export class JobsPanel extends Widget {
 function jobRow(job: IJob, now: number): Node[] {
   const time = jobTiming(job, now);
   const rows: Node[] = [
-    h('div', { class: 'pc-JobItem-top' }, h('span', { class: 'pc-JobItem-name', text: job.name }), phaseBadge(job.phase)),
+    h(
+      'div',
+      { class: 'pc-JobItem-top' },
+      h('span', { class: 'pc-JobItem-name', text: job.name }),
+      phaseBadge(job.phase)
+    ),
     h('div', { class: 'pc-JobItem-meta' }, h('span', { text: jobResources(job) }), h('span', { text: time }))
   ];
   const detail = jobDetail(job);
@@ -148,9 +153,17 @@ function renderQuota(node: HTMLElement, report: IQuotaReport | null): void {
     node.append(
       h(
         'div',
-        { class: 'pc-QuotaRow', attrs: { 'data-field': row.field }, title: `${row.label}: ${row.used} of ${row.limit} in use${source}` },
+        {
+          class: 'pc-QuotaRow',
+          attrs: { 'data-field': row.field },
+          title: `${row.label}: ${row.used} of ${row.limit} in use${source}`
+        },
         h('span', { class: 'pc-QuotaRow-label', text: row.label }),
-        h('span', { class: 'pc-QuotaBar' }, h('span', { class: `pc-QuotaBar-fill pc-mod-${level}`, attrs: { style: `width: ${percent}%` } })),
+        h(
+          'span',
+          { class: 'pc-QuotaBar' },
+          h('span', { class: `pc-QuotaBar-fill pc-mod-${level}`, attrs: { style: `width: ${percent}%` } })
+        ),
         h('span', { class: 'pc-QuotaRow-value', text: `${row.used} / ${row.limit}` })
       )
     );

@@ -18,7 +18,14 @@ const OPTIONS: IOptions = {
     cpu: { max: '16' },
     memory: { max: '64Gi' }
   },
-  defaults: { workers: 1, gpus_per_worker: 0, cpu: '1', memory: '2Gi', image: 'paddle:3.3.1-gpu', command: ['python', 'train.py', '--epochs', '3'] }
+  defaults: {
+    workers: 1,
+    gpus_per_worker: 0,
+    cpu: '1',
+    memory: '2Gi',
+    image: 'paddle:3.3.1-gpu',
+    command: ['python', 'train.py', '--epochs', '3']
+  }
 };
 
 function form(changes: Partial<IFormValues> = {}, options = OPTIONS): IFormValues {
@@ -116,11 +123,17 @@ describe('fieldErrors', () => {
       fields: { workers: 'must be at most 4 here (got 6)' },
       message: 'The server refused this job; see the fields marked below.'
     });
-    const quota = new ApiError(403, 'quota_exceeded', 'Needs 4 GPUs; your quota is 2 and 2 are in use by job resnet-3.');
+    const quota = new ApiError(
+      403,
+      'quota_exceeded',
+      'Needs 4 GPUs; your quota is 2 and 2 are in use by job resnet-3.'
+    );
     expect(fieldErrors(quota)).toEqual({ fields: {}, message: quota.message });
     const taken = new ApiError(409, 'name_taken', "A job named 'a' already exists; choose another name.");
     expect(fieldErrors(taken).fields).toEqual({ name: taken.message });
-    const other = new ApiError(400, 'bad_spec', 'Invalid job spec: spec: must be a JSON object.', { spec: 'must be a JSON object' });
+    const other = new ApiError(400, 'bad_spec', 'Invalid job spec: spec: must be a JSON object.', {
+      spec: 'must be a JSON object'
+    });
     expect(fieldErrors(other)).toEqual({ fields: {}, message: other.message });
   });
 });
@@ -140,12 +153,19 @@ describe('quantities and command lines', () => {
 
   it("splits and joins like Python's shlex", () => {
     expect(splitCommand(`python train.py --msg 'hello world' "a \\"b\\"" c\\ d`)).toEqual([
-      'python', 'train.py', '--msg', 'hello world', 'a "b"', 'c d'
+      'python',
+      'train.py',
+      '--msg',
+      'hello world',
+      'a "b"',
+      'c d'
     ]);
     expect(splitCommand("sh -c 'echo $HOME'")).toEqual(['sh', '-c', 'echo $HOME']);
-    expect(splitCommand("a''b \"\"")).toEqual(['ab', '']);
+    expect(splitCommand('a\'\'b ""')).toEqual(['ab', '']);
     expect(() => splitCommand('trailing\\')).toThrow('No escaped character');
-    expect(joinCommand(['python', 'train.py', '--msg', "it's here", ''])).toBe(`python train.py --msg 'it'"'"'s here' ''`);
+    expect(joinCommand(['python', 'train.py', '--msg', "it's here", ''])).toBe(
+      `python train.py --msg 'it'"'"'s here' ''`
+    );
     expect(splitCommand(joinCommand(['a b', "c'd", '$x']))).toEqual(['a b', "c'd", '$x']);
   });
 

@@ -2,7 +2,10 @@ import { LogBuffer } from '../src/logbuffer';
 import { ILogLine } from '../src/logstream';
 
 function lines(count: number, workers: number): ILogLine[] {
-  return Array.from({ length: count }, (_, i) => ({ worker: i % workers, text: `step ${i} loss ${(1 / (i + 1)).toFixed(4)}` }));
+  return Array.from({ length: count }, (_, i) => ({
+    worker: i % workers,
+    text: `step ${i} loss ${(1 / (i + 1)).toFixed(4)}`
+  }));
 }
 
 describe('LogBuffer', () => {
@@ -16,9 +19,17 @@ describe('LogBuffer', () => {
     buffer.setFilter(1, '');
     expect(buffer.viewSlice(0, 10).map(l => l.text)).toEqual(['epoch 1 loss 0.6', 'WARNING slow']);
     buffer.setFilter(null, 'EPOCH');
-    expect(buffer.viewSlice(0, 10).map(l => [l.index, l.worker])).toEqual([[0, 0], [1, 1]]);
+    expect(buffer.viewSlice(0, 10).map(l => [l.index, l.worker])).toEqual([
+      [0, 0],
+      [1, 1]
+    ]);
     buffer.setFilter(1, 'epoch');
-    expect(buffer.append([{ worker: 0, text: 'epoch 2' }, { worker: 1, text: 'epoch 2' }])).toBe(1);
+    expect(
+      buffer.append([
+        { worker: 0, text: 'epoch 2' },
+        { worker: 1, text: 'epoch 2' }
+      ])
+    ).toBe(1);
     expect(buffer.viewSlice(0, 10).map(l => l.index)).toEqual([1, 4]);
     buffer.setFilter(null, '');
     expect(buffer.viewLength).toBe(5);
@@ -28,7 +39,10 @@ describe('LogBuffer', () => {
   it('writes the log as `paddlecloud logs` does, all of it or what the filter shows', () => {
     const buffer = new LogBuffer();
     expect(buffer.toText(true)).toBe('');
-    buffer.append([{ worker: 0, text: 'a' }, { worker: 1, text: 'b' }]);
+    buffer.append([
+      { worker: 0, text: 'a' },
+      { worker: 1, text: 'b' }
+    ]);
     expect(buffer.toText(true)).toBe('[worker-0] a\n[worker-1] b\n');
     expect(buffer.toText(false)).toBe('a\nb\n');
     buffer.setFilter(1, '');
