@@ -130,6 +130,13 @@ class QuotaService(Application):
     kueue_borrowing_limit = Dict(help="""With Kueue: how much each queue may borrow beyond its nominal quota
         from idle quota of the others, per field (a missing field: no limit, and no ResourceQuota bound on it).
         Default: $PADDLECLOUD_KUEUE's borrowing_limit.""").tag(config=True)
+    kueue_fair_sharing = Bool(help="""With Kueue: the members of a team queue share it by Kueue's Admission Fair
+        Sharing (the team's ClusterQueue gets admissionScope UsageBasedAdmissionFairSharing; Kueue's
+        Configuration must set admissionFairSharing), weighted by kueue_user_weights; off: first come, first
+        served by priority. Default: $PADDLECLOUD_KUEUE's fair_sharing, else off.""").tag(config=True)
+    kueue_user_weights = Dict(help="""With Kueue: each user's weight in their team queue's fair sharing
+        ({"alice": 2}; a number above 0, written to the user's LocalQueue spec.fairSharing.weight); a user not
+        listed has weight 1. Default: $PADDLECLOUD_KUEUE's user_weights.""").tag(config=True)
 
     aliases = {"store": "QuotaService.store_kind", "url": "QuotaService.url", "ip": "QuotaService.ip",
                "quota-file": "QuotaService.quota_file", "namespace-template": "QuotaService.namespace_template",
@@ -168,7 +175,8 @@ class QuotaService(Application):
         except ValueError as exc:
             raise ValueError(f"${KUEUE_ENV} is not JSON: {exc}") from exc
         if value is not None and not isinstance(value, dict):
-            raise ValueError(f"${KUEUE_ENV} must be a JSON object (lending_limit, borrowing_limit)")
+            raise ValueError(f"${KUEUE_ENV} must be a JSON object (lending_limit, borrowing_limit, "
+                             "fair_sharing, user_weights)")
         return value
 
     @default("kueue_enabled")
@@ -183,11 +191,20 @@ class QuotaService(Application):
     def _default_kueue_borrowing_limit(self):
         return (self._kueue_env() or {}).get("borrowing_limit") or {}
 
+    @default("kueue_fair_sharing")
+    def _default_kueue_fair_sharing(self):
+        return bool((self._kueue_env() or {}).get("fair_sharing"))
+
+    @default("kueue_user_weights")
+    def _default_kueue_user_weights(self):
+        return (self._kueue_env() or {}).get("user_weights") or {}
+
     def queue_policy(self) -> QueuePolicy | None:
-        """Kueue's lending and borrowing limits; None without Kueue."""
+        """Kueue's lending and borrowing limits and fair sharing; None without Kueue."""
         if not self.kueue_enabled:
             return None
-        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
+        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit,
+                                         self.kueue_fair_sharing, self.kueue_user_weights)
 
     @default("quota_file")
     def _default_quota_file(self):
