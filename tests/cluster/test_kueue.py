@@ -500,10 +500,10 @@ def test_members_of_one_team_queue_get_gpu_time_by_their_weights(teams, custom, 
     each one's share of the GPU-seconds (from the Workloads' admission and finish times) is
     within 10 percentage points of weight / total weight (0.25, 0.25, 0.5). Measured on the
     shared 2-core machine: 0.268 / 0.256 / 0.476 and 0.291 / 0.246 / 0.463 (the second is 16%
-    off for ann, relative, so "within 10% of the share" would not hold every run), 0.271 / 0.251
-    / 0.477. Without
-    fair sharing Kueue takes them first come, first served, by age and name, and this fails:
-    one run with the team queue's admissionScope left out measured 0.401 / 0.421 / 0.178."""
+    off for ann, relative, so "within 10% of the share" would not hold every run) and 0.271 /
+    0.251 / 0.477. Without fair sharing Kueue takes them first come, first served, by age and
+    name, and this fails: one run with the team queue's admissionScope left out measured
+    0.401 / 0.421 / 0.178."""
     policy = queues.QueuePolicy(fair_sharing=True, weights={u: Decimal(w) for u, w in FAIR_WEIGHTS.items()})
     _, cq = teams.make("fair", gpus=FAIR_QUOTA, policy=policy)
     assert cq["spec"]["admissionScope"] == {"admissionMode": queues.ADMISSION_FAIR_SHARING}
