@@ -151,7 +151,9 @@ configure_quota_service(
                  SITE_DEFAULT_QUOTA_ENV: json.dumps(settings.default_quota),
                  OBJECT_QUOTA_ENV: json.dumps(settings.object_quota),
                  **({KUEUE_ENV: json.dumps({"lending_limit": settings.kueue_lending_limit,
-                                            "borrowing_limit": settings.kueue_borrowing_limit})}
+                                            "borrowing_limit": settings.kueue_borrowing_limit,
+                                            "fair_sharing": settings.kueue_fair_sharing,
+                                            "user_weights": settings.kueue_user_weights})}
                     if settings.kueue_enabled else {})},
     args=[f"--QuotaService.gpu_resource={settings.gpu_resource}", f"--QuotaService.job_kind={settings.job_kind}"],
     admin_users=c.Authenticator.admin_users, admin_groups=settings.admin_groups)

@@ -75,7 +75,8 @@ QUOTA_STORE_ENV = "PADDLECLOUD_QUOTA_STORE"  # the quota service's store: local 
 # variable HubSettings reads for its default_quota field.
 SITE_DEFAULT_QUOTA_ENV = "PADDLECLOUD_DEFAULT_QUOTA"
 OBJECT_QUOTA_ENV = "PADDLECLOUD_OBJECT_QUOTA"  # JSON: the object counts of every user's ResourceQuota
-# JSON, the quota service's Kueue settings ({"lending_limit": {...}, "borrowing_limit": {...}});
+# JSON, the quota service's Kueue settings ({"lending_limit": {...}, "borrowing_limit": {...},
+# "fair_sharing": bool, "user_weights": {user: weight}});
 # absent or empty: no Kueue.
 KUEUE_ENV = "PADDLECLOUD_KUEUE"
 NAMESPACE_TEMPLATE_ENV = "PADDLECLOUD_NAMESPACE_TEMPLATE"  # the quota service's users' namespaces

@@ -144,11 +144,14 @@ def user_resource_quota(ns: str, effective: Effective, gpu_resource: str = GPU_R
     return resource_quota(ns, hard, {**quota_annotations(effective), **(annotations or {})})
 
 
-def local_queue(ns: str, name: str, cluster_queue: str) -> dict:
-    """The Kueue LocalQueue a user's jobs are submitted to (label kueue.x-k8s.io/queue-name)."""
+def local_queue(ns: str, name: str, cluster_queue: str, weight: str | None = None) -> dict:
+    """The Kueue LocalQueue a user's jobs are submitted to (label kueue.x-k8s.io/queue-name);
+    `weight` (a quantity): the user's weight in the ClusterQueue's Admission Fair Sharing."""
+    spec: dict = {"clusterQueue": cluster_queue}
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-            "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED_BY)},
-            "spec": {"clusterQueue": cluster_queue}}
+            "metadata": {"name": name, "namespace": ns, "labels": dict(MANAGED_BY)}, "spec": spec}
 
 
 NOTEBOOK_PORT = 8888  # KubeSpawner's default port of the single-user server

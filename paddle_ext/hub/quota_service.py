@@ -143,6 +143,13 @@ class QuotaService(Application):
     kueue_borrowing_limit = Dict(help="""With Kueue: how much each queue may borrow beyond its nominal quota
         from idle quota of the others, per field (a missing field: no limit, and no ResourceQuota bound on it).
         Default: $PADDLECLOUD_KUEUE's borrowing_limit.""").tag(config=True)
+    kueue_fair_sharing = Bool(help="""With Kueue: the members of a team queue share it by Kueue's Admission Fair
+        Sharing (the team's ClusterQueue gets admissionScope UsageBasedAdmissionFairSharing; Kueue's
+        Configuration must set admissionFairSharing), weighted by kueue_user_weights; off: first come, first
+        served by priority. Default: $PADDLECLOUD_KUEUE's fair_sharing, else off.""").tag(config=True)
+    kueue_user_weights = Dict(help="""With Kueue: each user's weight in their team queue's fair sharing
+        ({"alice": 2}; a number above 0, written to the user's LocalQueue spec.fairSharing.weight); a user not
+        listed has weight 1. Default: $PADDLECLOUD_KUEUE's user_weights.""").tag(config=True)
 
     kueue_resync_seconds = Float(300, help="""With Kueue: every so many seconds the quota service writes the
         teams' queues again and deletes the queues no quota wants that have emptied since (a queue still
@@ -165,7 +172,7 @@ class QuotaService(Application):
         return _env_json_object(OBJECT_QUOTA_ENV, "of ResourceQuota resources")
 
     def _kueue_env(self) -> dict | None:
-        return _env_json_object(KUEUE_ENV, "(lending_limit, borrowing_limit)")
+        return _env_json_object(KUEUE_ENV, "(lending_limit, borrowing_limit, fair_sharing, user_weights)")
 
     @default("kueue_enabled")
     def _default_kueue_enabled(self):
@@ -179,11 +186,20 @@ class QuotaService(Application):
     def _default_kueue_borrowing_limit(self):
         return (self._kueue_env() or {}).get("borrowing_limit") or {}
 
+    @default("kueue_fair_sharing")
+    def _default_kueue_fair_sharing(self):
+        return bool((self._kueue_env() or {}).get("fair_sharing"))
+
+    @default("kueue_user_weights")
+    def _default_kueue_user_weights(self):
+        return (self._kueue_env() or {}).get("user_weights") or {}
+
     def queue_policy(self) -> QueuePolicy | None:
-        """Kueue's lending and borrowing limits; None without Kueue."""
+        """Kueue's lending and borrowing limits and fair sharing; None without Kueue."""
         if not self.kueue_enabled:
             return None
-        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
+        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit,
+                                         self.kueue_fair_sharing, self.kueue_user_weights)
 
     @default("quota_file")
     def _default_quota_file(self):

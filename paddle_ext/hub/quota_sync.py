@@ -129,12 +129,14 @@ async def apply_cluster_object(api: KubeApi, obj: dict) -> None:
         raise BackendUnavailable(str(exc)) from exc
 
 
-async def write_local_queue(api: KubeApi, namespace: str, cluster_queue: str, missing_ok: bool = False) -> dict | None:
-    """The LocalQueue `default` in `namespace`, pointing at `cluster_queue`. Its clusterQueue is
-    immutable in Kueue, so one that points elsewhere (the user changed teams) is replaced;
-    jobs waiting in it keep their queue name and are queued again in the new one."""
+async def write_local_queue(api: KubeApi, namespace: str, cluster_queue: str, missing_ok: bool = False,
+                            weight: str | None = None) -> dict | None:
+    """The LocalQueue `default` in `namespace`, pointing at `cluster_queue` (with the user's
+    fair-sharing `weight`). Its clusterQueue is immutable in Kueue, so one that points elsewhere
+    (the user changed teams) is replaced; jobs waiting in it keep their queue name and are
+    queued again in the new one. A changed weight is patched in place."""
     path = api_path(queues.KUEUE_API_VERSION, "localqueues", namespace, queues.LOCAL_QUEUE)
-    wanted = local_queue(namespace, queues.LOCAL_QUEUE, cluster_queue)
+    wanted = local_queue(namespace, queues.LOCAL_QUEUE, cluster_queue, weight)
     what = f"write the LocalQueue {namespace}/{queues.LOCAL_QUEUE}"
     try:
         current = await api.get(path)
@@ -145,8 +147,11 @@ async def write_local_queue(api: KubeApi, namespace: str, cluster_queue: str, mi
     except KubeUnreachable as exc:
         raise BackendUnavailable(str(exc)) from exc
     if current is not None:
-        if (current.get("spec") or {}).get("clusterQueue") == cluster_queue:
-            return current
+        spec = current.get("spec") or {}
+        if spec.get("clusterQueue") == cluster_queue:
+            if spec.get("fairSharing") == wanted["spec"].get("fairSharing"):
+                return current
+            return await _kube(what, api.patch(path, {"spec": {"fairSharing": wanted["spec"].get("fairSharing")}}))
         await _kube(what, api.delete(path))
     try:
         return await api.create(api_path(queues.KUEUE_API_VERSION, "localqueues", namespace), wanted)
@@ -190,7 +195,8 @@ class QuotaSync:
             queue = queues.queue_for(config, username, groups)
             # The LocalQueue first: without a namespace nothing is written (no queue for a user who
             # never started a server); all of it is written at the user's next start.
-            if await write_local_queue(self.api, namespace, queue.name, missing_ok=missing_ok) is None:
+            weight = queues.weight_quantity(self.kueue.weight(username))
+            if await write_local_queue(self.api, namespace, queue.name, missing_ok=missing_ok, weight=weight) is None:
                 return None
             await self.sync_queue(queue)
             effective = Effective(queues.backstop(effective.limits, queue, self.kueue), effective.sources)

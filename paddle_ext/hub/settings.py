@@ -112,6 +112,12 @@ class HubSettings:
     # limit), the same for every queue. A borrowing limit keeps a numeric ResourceQuota backstop.
     kueue_lending_limit: dict = dataclasses.field(default_factory=dict)
     kueue_borrowing_limit: dict = dataclasses.field(default_factory=dict)
+    # Users of one team queue share it by Kueue's Admission Fair Sharing (the Kueue install
+    # needs `admissionFairSharing` in its Configuration), each with a weight (username ->
+    # number > 0; a user not listed: 1): over a run their GPU time follows their weights.
+    # Off: first come, first served by priority (positions shown are exact).
+    kueue_fair_sharing: bool = False
+    kueue_user_weights: dict = dataclasses.field(default_factory=dict)
     job_options: dict = dataclasses.field(default_factory=dict)
     # The notebook's rules (tenancy.NOTEBOOK_RULES) as a ClusterRole the site installed (the Helm
     # chart does): bound in each user namespace by a RoleBinding, so the hub needs only `bind` on
@@ -185,7 +191,7 @@ class HubSettings:
             if not _DNS_SUBDOMAIN.match(name):
                 raise ValueError(f"allowed_priority_classes: '{name}' is not a PriorityClass name")
         try:
-            QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
+            self._queue_policy()
         except (ValueError, QuotaInputError) as exc:
             raise ValueError(f"kueue limits: {getattr(exc, 'message', exc)}") from exc
         if self.kueue_enabled and (self.queue_name not in ("", LOCAL_QUEUE) or self.cluster_queue):
@@ -199,7 +205,11 @@ class HubSettings:
         """The Kueue queues' lending and borrowing limits; None without Kueue."""
         if not self.kueue_enabled:
             return None
-        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit)
+        return self._queue_policy()
+
+    def _queue_policy(self) -> QueuePolicy:
+        return QueuePolicy.from_settings(self.kueue_lending_limit, self.kueue_borrowing_limit,
+                                         self.kueue_fair_sharing, self.kueue_user_weights)
 
     def job_queue_name(self) -> str:
         """The LocalQueue jobs are submitted to ("" = no Kueue)."""
@@ -212,11 +222,12 @@ class HubSettings:
 
 HOME_MOUNT = "/home/jovyan"
 HOME_CLAIM_TEMPLATE = "home-{username}"
-_BOOL_FIELDS = ("jobs_share_home", "allow_all", "kueue_enabled")
+_BOOL_FIELDS = ("jobs_share_home", "allow_all", "kueue_enabled", "kueue_fair_sharing")
 _NAME_LIST_FIELDS = ("allowed_users", "allowed_groups", "admin_groups", "allowed_priority_classes")  # comma-separated in the environment
 _TUPLE_FIELDS = ("worker_images", "gpu_tolerations", "allowed_tolerations", "datasets", "profiles", *_NAME_LIST_FIELDS)
 _JSON_FIELDS = _TUPLE_FIELDS + ("gpu_node_selector", "default_quota", "job_options", "user_network_policy",
-                                "limit_range_max", "object_quota", "kueue_lending_limit", "kueue_borrowing_limit")
+                                "limit_range_max", "object_quota", "kueue_lending_limit", "kueue_borrowing_limit",
+                                "kueue_user_weights")
 _INT_FIELDS = ("cull_idle_seconds", "quota_service_port")
 _OPTIONAL_FIELDS = ("home_storage_class", "hub_connect_url")
 

@@ -30,13 +30,18 @@ With Kueue configured (the hub's `kueue_enabled`), the quota page's numbers beco
 A user in several teams goes into the team queue with the most GPUs (then CPU, memory, then
 the group's name): a job runs in one queue.
 
-**Sharing inside a queue.** Jobs in one ClusterQueue are admitted in BestEffortFIFO order:
-higher priority first, then the older one (the time Kueue queued it), skipping a job that
-does not fit so a smaller one behind it can start. No Admission Fair Sharing: with it the
-order depends on each LocalQueue's decayed past usage, which changes by the second, so the
-position a user is shown could not be stated exactly or checked (kueue#2833 asks for a
-position that holds). Per-member limits are the personal override (a queue of their own);
-the team's members share its guarantee first come, first served.
+**Sharing inside a queue.** By default jobs in one ClusterQueue are admitted in BestEffortFIFO
+order: higher priority first, then the older one (the time Kueue queued it), skipping a job
+that does not fit so a smaller one behind it can start; the position a user is shown is exact
+(kueue#2833 asks for a position that holds). With the site's `kueue_fair_sharing`, a team's
+queue uses Kueue's Admission Fair Sharing (`spec.admissionScope.admissionMode:
+UsageBasedAdmissionFairSharing`; beta and on by default in v0.17, active once the Kueue
+Configuration has `admissionFairSharing`): before priority and age, Kueue takes the job of the
+member whose LocalQueue has the least decayed past usage divided by its weight
+(`spec.fairSharing.weight`, the site's `kueue_user_weights`, default 1), so over a run the
+members' GPU time follows their weights. The price: the order then depends on usage that
+changes by the second, so a position shown is the FIFO one and may change as others run.
+Per-member hard limits are the personal override (a queue of their own).
 
 **The ResourceQuota stays the hard backstop** and must never be lower than what Kueue may
 admit for the user, or an admitted job's pods would be refused: for GPUs, CPU and memory it
@@ -62,6 +67,7 @@ from .model import QUANTITY_FIELDS, WORDS, Limits, QuotaConfig, format_amount, r
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 COHORT = "paddlecloud"
 FLAVOR = "paddlecloud"
+ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"  # ClusterQueue spec.admissionScope.admissionMode
 LOCAL_QUEUE = "default"  # Kueue's LocalQueueDefaulting name (constants.DefaultLocalQueueName)
 TEAM_PREFIX = "paddlecloud-team-"
 USER_PREFIX = "paddlecloud-user-"
@@ -76,20 +82,46 @@ UNCOUNTED_RESOURCES = {"ephemeral-storage": "1Pi"}
 _DNS = re.compile(r"[^a-z0-9-]+")
 
 
+DEFAULT_WEIGHT = Decimal(1)
+
+
 @dataclasses.dataclass(frozen=True)
 class QueuePolicy:
     """The site's lending and borrowing limits, the same for every queue (None: no limit).
-    A lending limit above a queue's nominal quota lends all of it."""
+    A lending limit above a queue's nominal quota lends all of it. `fair_sharing`: team queues
+    share among their members by Admission Fair Sharing (module docstring), each member's
+    LocalQueue with its `weights` entry (username -> weight; DEFAULT_WEIGHT for the others)."""
 
     lending: Limits = Limits()
     borrowing: Limits = Limits()
+    fair_sharing: bool = False
+    weights: Mapping[str, Decimal] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, lending: Mapping | None, borrowing: Mapping | None) -> QueuePolicy:
-        """From settings in quota fields ({"gpus": 4, "cpu": "16", "memory": "64Gi"});
-        QuotaInputError names a bad one."""
+    def from_settings(cls, lending: Mapping | None, borrowing: Mapping | None, fair_sharing: bool = False,
+                      weights: Mapping | None = None) -> QueuePolicy:
+        """From settings in quota fields ({"gpus": 4, "cpu": "16", "memory": "64Gi"}) and
+        per-user weights ({"alice": 2}); ValueError or QuotaInputError names a bad one."""
         return cls(Limits.from_dict(_queue_fields(lending, "lending")),
-                   Limits.from_dict(_queue_fields(borrowing, "borrowing")))
+                   Limits.from_dict(_queue_fields(borrowing, "borrowing")),
+                   bool(fair_sharing), _weights(weights))
+
+    def weight(self, username: str) -> Decimal:
+        """The user's weight in their team queue's fair sharing."""
+        return self.weights.get(username, DEFAULT_WEIGHT)
+
+
+def _weights(values: Mapping | None) -> dict[str, Decimal]:
+    out = {}
+    for user, value in dict(values or {}).items():
+        try:
+            weight = Decimal(str(value))
+        except ArithmeticError:
+            weight = None
+        if isinstance(value, bool) or weight is None or not weight.is_finite() or weight <= 0:
+            raise ValueError(f"kueue_user_weights: {user}'s weight must be a number above 0 (got {value!r})")
+        out[str(user)] = weight
+    return out
 
 
 def _queue_fields(values: Mapping | None, what: str) -> dict:
@@ -246,7 +278,8 @@ def cluster_queue(queue: Queue, policy: QueuePolicy = QueuePolicy(), gpu_resourc
     """The ClusterQueue of `queue`: its nominal quota of CPU, memory and GPUs in the one
     flavor (and scratch disk, covered but not counted: UNCOUNTED_RESOURCES), lending and
     borrowing limits from `policy`, in the cohort, BestEffortFIFO, reclaiming what it lent and
-    preempting lower priority inside."""
+    preempting lower priority inside; a team's queue with `policy.fair_sharing` orders its
+    members' jobs by Admission Fair Sharing (a personal queue has one member: nothing to share)."""
     resource_names = {"cpu": "cpu", "memory": "memory", "gpus": gpu_resource}
     resources = []
     for field in ("cpu", "memory", "gpus"):
@@ -271,8 +304,15 @@ def cluster_queue(queue: Queue, policy: QueuePolicy = QueuePolicy(), gpu_resourc
             "resourceGroups": [{"coveredResources": [r["name"] for r in resources],
                                 "flavors": [{"name": FLAVOR, "resources": resources}]}],
             "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+            **({"admissionScope": {"admissionMode": ADMISSION_FAIR_SHARING}}
+               if policy.fair_sharing and queue.owner.startswith("group:") else {}),
         },
     }
+
+
+def weight_quantity(weight: Decimal) -> str:
+    """A LocalQueue's spec.fairSharing.weight (a Kubernetes quantity) for a weight."""
+    return format(weight.normalize(), "f")
 
 
 def queue_annotation(queue: Queue, policy: QueuePolicy) -> str:

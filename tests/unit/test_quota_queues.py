@@ -90,6 +90,24 @@ def test_the_cluster_queue_is_in_the_cohort_fifo_reclaims_and_carries_the_limits
     ]
 
 
+def test_fair_sharing_puts_team_queues_in_admission_fair_sharing_and_weighs_each_user():
+    policy = QueuePolicy.from_settings(None, None, fair_sharing=True, weights={"alice": 2, "bob": "0.5"})
+    team = cluster_queue(queue_for(CONFIG, "alice", ["vision"]), policy)["spec"]
+    assert team["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    assert team["queueingStrategy"] == "BestEffortFIFO"  # the order among equal usage
+    # a personal queue has one member: nothing to share
+    assert "admissionScope" not in cluster_queue(queue_for(CONFIG, "carol", ["vision"]), policy)["spec"]
+    assert "admissionScope" not in cluster_queue(queue_for(CONFIG, "alice", ["vision"]), QueuePolicy())["spec"]
+    assert [queues.weight_quantity(policy.weight(u)) for u in ("alice", "bob", "erin")] == ["2", "0.5", "1"]
+    assert QueuePolicy().weight("alice") == D(1)
+
+
+@pytest.mark.parametrize("weight", [0, -1, "x", "nan", True])
+def test_policy_refuses_a_weight_that_is_not_a_number_above_zero(weight):
+    with pytest.raises(ValueError, match="alice's weight must be a number above 0"):
+        QueuePolicy.from_settings(None, None, True, {"alice": weight})
+
+
 def test_policy_refuses_fields_kueue_does_not_admit_by():
     with pytest.raises(ValueError, match="only gpus, cpu, memory"):
         QueuePolicy.from_settings({"pods": 3}, None)

@@ -4,6 +4,7 @@ Kueue, their queues from the same settings; without Kueue nothing of Kueue is wr
 from __future__ import annotations
 
 import json
+from decimal import Decimal as D
 
 import pytest
 
@@ -96,7 +97,7 @@ async def test_with_kueue_the_user_gets_the_team_queue_and_a_backstop_above_what
     team = api.objects[TEAM]
     gpu = team["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]
     assert gpu == {"name": "nvidia.com/gpu", "nominalQuota": "16", "borrowingLimit": "8"}
-    assert api.objects[LOCAL_QUEUE]["spec"] == {"clusterQueue": "paddlecloud-team-vision"}
+    assert api.objects[LOCAL_QUEUE]["spec"] == {"clusterQueue": "paddlecloud-team-vision", "fairSharing": {"weight": "1"}}
     quota = api.objects[QUOTA]
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "24"  # 16 nominal + 8 borrowable
     assert quota["spec"]["hard"]["pods"] == "40"  # not a Kueue resource: as before
@@ -113,9 +114,20 @@ async def test_a_changed_team_quota_patches_the_cluster_queue_and_a_move_replace
     assert gpu["nominalQuota"] == "8"
     await sync.sync_user("alice", ["vision"], config=moved)  # a personal quota: a queue of her own
     assert ("delete", LOCAL_QUEUE) in api.calls
-    assert api.objects[LOCAL_QUEUE]["spec"] == {"clusterQueue": "paddlecloud-user-alice"}
+    assert api.objects[LOCAL_QUEUE]["spec"] == {"clusterQueue": "paddlecloud-user-alice", "fairSharing": {"weight": "1"}}
     # No borrowing limit: Kueue may admit whatever the cohort lends, so no GPU bound in the backstop.
     assert "requests.nvidia.com/gpu" not in api.objects[QUOTA]["spec"]["hard"]
+
+
+async def test_the_users_weight_goes_into_the_local_queue_and_a_new_weight_is_patched_in_place():
+    api = MemoryApi()
+    await QuotaSync(api, Store(), kueue=QueuePolicy(fair_sharing=True)).sync_user("alice", ["vision"])
+    assert api.objects[LOCAL_QUEUE]["spec"] == {"clusterQueue": "paddlecloud-team-vision", "fairSharing": {"weight": "1"}}
+    assert api.objects[TEAM]["spec"]["admissionScope"] == {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    heavier = QueuePolicy.from_settings(None, None, True, {"alice": 3})
+    await QuotaSync(api, Store(), kueue=heavier).sync_user("alice", ["vision"])
+    assert api.objects[LOCAL_QUEUE]["spec"]["fairSharing"] == {"weight": "3"}
+    assert ("patch", LOCAL_QUEUE) in api.calls and ("delete", LOCAL_QUEUE) not in api.calls  # jobs stay queued
 
 
 async def test_a_user_without_a_namespace_yet_gets_nothing_written_in_it():
@@ -137,6 +149,7 @@ def test_hub_settings_send_jobs_to_the_default_local_queue_only_with_kueue():
     ({"kueue_enabled": True, "queue_name": "research", "cluster_queue": "cq"}, "leave queue_name"),
     ({"kueue_borrowing_limit": {"pods": 2}}, "only gpus, cpu, memory"),
     ({"kueue_lending_limit": {"gpus": -1}}, "must not be negative"),
+    ({"kueue_user_weights": {"alice": 0}}, "alice's weight must be a number above 0"),
 ])
 def test_hub_settings_refuse_conflicting_or_bad_kueue_settings(values, words):
     with pytest.raises(ValueError, match=words):
@@ -156,6 +169,15 @@ def test_the_quota_service_takes_kueue_from_the_hubs_environment(monkeypatch):
     assert QuotaService().queue_policy() is None
     monkeypatch.setenv("PADDLECLOUD_KUEUE", '{"lending_limit": {"gpus": 2}, "borrowing_limit": {"cpu": "4"}}')
     assert QuotaService().queue_policy() == QueuePolicy(lending=Limits(gpus=2), borrowing=Limits(cpu="4"))
+    monkeypatch.setenv("PADDLECLOUD_KUEUE", '{"fair_sharing": true, "user_weights": {"alice": 2}}')
+    assert QuotaService().queue_policy() == QueuePolicy(fair_sharing=True, weights={"alice": D(2)})
+
+
+def test_hub_settings_read_fair_sharing_from_the_environment():
+    settings = HubSettings.load(environ={"PADDLECLOUD_KUEUE_ENABLED": "true", "PADDLECLOUD_KUEUE_FAIR_SHARING": "true",
+                                         "PADDLECLOUD_KUEUE_USER_WEIGHTS": '{"bob": 2}'})
+    assert settings.queue_policy() == QueuePolicy(fair_sharing=True, weights={"bob": D(2)})
+    assert HubSettings(kueue_enabled=True).queue_policy().weight("bob") == D(1)
 
 
 @pytest.mark.parametrize("variable, trait, off", [("PADDLECLOUD_DEFAULT_QUOTA", "site_default_quota", {}),

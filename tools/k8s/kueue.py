@@ -10,8 +10,9 @@ configurations (config/components/webhook/manifests.yaml) next to the binaries, 
 - the manager runs with a Configuration (config.kueue.x-k8s.io/v1beta2) like the one
   Kueue's envtest uses: no internal cert management, no leader election, batch/job only,
   jobs without a queue label left alone, waitForPodsReady on, VisibilityOnDemand off (its
-  aggregated API would need the API server's aggregator); webhook, health and metrics
-  servers on free ports of 127.0.0.1;
+  aggregated API would need the API server's aggregator), Admission Fair Sharing configured
+  (ADMISSION_FAIR_SHARING; it acts only on queues that ask for it); webhook, health and
+  metrics servers on free ports of 127.0.0.1;
 - the webhook configurations are rewritten from `service` to
   `url: https://127.0.0.1:<port>/<path>` with the caBundle of a CA made here, and scoped to
   user namespaces (label paddlecloud.io/user), like the jobs Kueue manages
@@ -43,7 +44,7 @@ except ImportError:  # run as a script from tools/k8s
     from pki import serving_pki
     from procutil import http_ok, pid_alive, read_json, write_json
 
-from paddle_ext.constants import USER_LABEL  # noqa: E402
+from paddle_ext.constants import GPU_RESOURCE, USER_LABEL  # noqa: E402
 from paddle_ext.ports import free_port  # noqa: E402
 
 NAMESPACE = "kueue-system"
@@ -57,6 +58,19 @@ WEBHOOK_NAMES = {"MutatingWebhookConfiguration": "kueue-mutating-webhook-configu
                  "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration"}
 CRD_PLURALS = ("resourceflavors", "clusterqueues", "localqueues", "workloads", "cohorts",
                "workloadpriorityclasses")
+
+
+# Admission Fair Sharing (feature gate AdmissionFairSharing: beta, on by default since v0.15)
+# acts on ClusterQueues with spec.admissionScope (paddle_ext.quota.queues with fair sharing).
+# A LocalQueue's usage is the sum over resources of weight x amount, so only GPUs count (CPU in
+# cores and memory in bytes would drown them). It is the GPUs the queue held, sampled every
+# second and halved every 30 s, so within a test of a few minutes of short jobs Kueue reacts to
+# the usage the test makes. (Kueue's default sampling is every 5 minutes; a site would use
+# hours or days for the half-life.) Tried here with the fairness test in tests/cluster/
+# test_kueue.py: a 10-minute half-life, on this 2-core machine, gave 0.32/0.30/0.38 for weights
+# 1/1/2 (Kueue then sampled far less often than every second), 30 s gave 0.27/0.26/0.48.
+ADMISSION_FAIR_SHARING = {"usageHalfLifeTime": "30s", "usageSamplingInterval": "1s",
+                          "resourceWeights": {GPU_RESOURCE: 1.0, "cpu": 0.0, "memory": 0.0, "ephemeral-storage": 0.0}}
 
 
 class KueueError(RuntimeError):
@@ -98,6 +112,7 @@ def configuration(webhook_port, health_port, metrics_port, cert_dir, wait_for_po
         "integrations": {"frameworks": list(FRAMEWORKS)},
         "waitForPodsReady": {"timeout": wait_for_pods_ready},
         "featureGates": {"VisibilityOnDemand": False},
+        "admissionFairSharing": ADMISSION_FAIR_SHARING,
     }
 
 
