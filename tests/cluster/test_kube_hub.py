@@ -23,7 +23,7 @@ from kubehub import SMALL, KubeHub, follow, in_notebook, notebook_pod, ns
 from paddle_ext import policies
 from paddle_ext.capacity import node_accepts, node_usage
 from serverutil import sse_events
-from tools.k8s.cluster import IMAGE_REFS
+from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION, IMAGE_REFS
 
 
 def test_a_gpu_profile_gets_a_restricted_gpu_pod_on_a_gpu_node_in_a_prepared_namespace(hub, core_v1, real_cluster):
@@ -240,7 +240,9 @@ def test_a_gpu_notebook_on_full_gpu_nodes_is_refused_at_once_with_the_numbers(hu
             continue
         batch_v1.create_namespaced_job(namespace, {
             "metadata": {"name": f"fill-{name}"},
-            "spec": {"activeDeadlineSeconds": limit, "backoffLimit": 0, "template": {"spec": {
+            # (KWOK completes a Job's pods after a few seconds unless told otherwise: these hold their GPUs)
+            "spec": {"activeDeadlineSeconds": limit, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {COMPLETE_AFTER_ANNOTATION: "24h"}}, "spec": {
                 "restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": name},
                 "tolerations": [GPU_TOLERATION],
                 "containers": [{"name": "c", "image": IMAGE_REFS["worker"],

@@ -18,13 +18,14 @@ from tornado import web
 from cluster_helpers import GPU_TOLERATION, own_gpu_nodes, wait_for
 from paddle_ext.hub.settings import HubSettings
 from paddle_ext.hub.spawner import PaddleCloudSpawner
-from tools.k8s.cluster import IMAGE_REFS
+from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION, IMAGE_REFS
 
 LIMIT = 7200  # the fill jobs' activeDeadlineSeconds
 
 
 def fill_job(name: str, node: str, gpus: int, toleration: dict, deadline: int | None) -> dict:
-    spec = {"backoffLimit": 0, "template": {"spec": {
+    # KWOK completes a Job's pods after a few seconds unless told otherwise: these hold their GPUs
+    spec = {"backoffLimit": 0, "template": {"metadata": {"annotations": {COMPLETE_AFTER_ANNOTATION: "24h"}}, "spec": {
         "restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
         "tolerations": [GPU_TOLERATION, toleration],
         "containers": [{"name": "c", "image": IMAGE_REFS["worker"],
