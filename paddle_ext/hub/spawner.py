@@ -174,16 +174,16 @@ class PaddleCloudSpawner(KubeSpawner):
         serialize = self.api.api_client.sanitize_for_serialization
         try:
             nodes = await asyncio.wait_for(self.api.list_node(), timeout)
+            pods = await asyncio.wait_for(
+                self.api.list_pod_for_all_namespaces(field_selector=LIVE_PODS_SELECTOR), timeout)
         except ApiException as exc:
             if exc.status not in (401, 403):
                 raise
             if not PaddleCloudSpawner._nodes_forbidden_logged:
                 PaddleCloudSpawner._nodes_forbidden_logged = True
-                self.log.warning("The hub may not list nodes (%s): GPU notebooks are spawned without checking "
-                                 "that a node has room", exc.reason)
+                self.log.warning("The hub may not list nodes or pods cluster-wide (%s): GPU notebooks are spawned "
+                                 "without checking that a node has room", exc.reason)
             return
-        pods = await asyncio.wait_for(self.api.list_pod_for_all_namespaces(field_selector=LIVE_PODS_SELECTOR),
-                                      timeout)
         kind = JOB_KINDS[settings.job_kind]
         custom = CustomObjectsApi(self.api.api_client)
         group, _, version = kind.api_version.rpartition("/")
@@ -193,8 +193,12 @@ class PaddleCloudSpawner(KubeSpawner):
         except ApiException as exc:
             self.log.warning("Could not list %s for the GPU check (%s): no time limits known", kind.plural, exc.reason)
             jobs = []
-        room = gpu_room([serialize(n) for n in nodes.items], [serialize(p) for p in pods.items], jobs, pod_spec,
-                        now(), settings.gpu_resource, kind)
+        # This user's notebook pod of before, if still there, goes when this one is made (KubeSpawner
+        # deletes it on the create's conflict): its GPUs are this notebook's.
+        others = [pod for pod in map(serialize, pods.items)
+                  if (pod["metadata"].get("namespace"), pod["metadata"]["name"]) != (self.namespace, self.pod_name)]
+        room = gpu_room([serialize(n) for n in nodes.items], others, jobs, pod_spec, now(), settings.gpu_resource,
+                        kind)
         if room is None or room.fits:
             return
         self.log.info("Refusing %s's GPU server: %s", self.user.name, room.message)

@@ -30,8 +30,8 @@ def gpu_node(name):
                   status=V1NodeStatus(allocatable={"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8"}))
 
 
-def job_pod(node, gpus, job_uid):
-    return V1Pod(metadata=V1ObjectMeta(name=f"w-{node}", namespace="bob", owner_references=[
+def job_pod(node, gpus, job_uid, name=None, namespace="bob"):
+    return V1Pod(metadata=V1ObjectMeta(name=name or f"w-{node}", namespace=namespace, owner_references=[
                      V1OwnerReference(api_version="batch/v1", kind="Job", name="train", uid=job_uid)]),
                  spec=V1PodSpec(node_name=node, containers=[V1Container(
                      name="worker", resources=V1ResourceRequirements(requests={"nvidia.com/gpu": str(gpus)}))]),
@@ -148,4 +148,20 @@ async def test_a_hub_that_may_not_list_nodes_spawns_unchecked_and_says_so_once(s
         assert await request is True
     assert len(created) == 2
     assert [r.message for r in caplog.records].count(
-        "The hub may not list nodes (Forbidden): GPU notebooks are spawned without checking that a node has room") == 1
+        "The hub may not list nodes or pods cluster-wide (Forbidden): GPU notebooks are spawned without checking "
+        "that a node has room") == 1
+
+
+async def test_the_users_own_notebook_pod_of_before_does_not_count(setup):
+    """A restart while the old pod is still there: KubeSpawner replaces it, so its GPU is this notebook's."""
+    client, created, _ = setup
+    probe = PaddleCloudSpawner(_mock=True, paddlecloud_settings=HubSettings())
+    own = job_pod("g1", 1, "n", name=probe.pod_name, namespace=probe.namespace)
+    _spawner, request = await spawn(client, [gpu_node("g0"), gpu_node("g1")],
+                                    [job_pod("g0", 8, "u0"), job_pod("g1", 7, "u1"), own])
+    assert await request is True and len(created) == 1
+    elsewhere = job_pod("g1", 1, "n", name=probe.pod_name, namespace="someone-else")
+    _spawner, request = await spawn(client, [gpu_node("g0"), gpu_node("g1")],
+                                    [job_pod("g0", 8, "u0"), job_pod("g1", 7, "u1"), elsewhere])
+    with pytest.raises(web.HTTPError):
+        await request
