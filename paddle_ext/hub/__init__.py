@@ -3,6 +3,7 @@ services it starts, never next to the user.
 
     settings       HubSettings (values file + PADDLECLOUD_* variables), profiles (pure)
     spawner        PaddleCloudSpawner: KubeSpawner + the user's namespace, quota first
+    notebook_gpus  whether a GPU notebook fits on a node now, else why and when (pure)
     local          the embedded default's authenticator, spawner and paths
     demo           `python -m paddle_ext.hub.demo`: start the local hub
     quota_config   adds the quota service, its scopes and roles to a hub config

@@ -31,11 +31,15 @@ from tornado import web
 from traitlets import Bool, Instance, default
 
 from .. import policies, tenancy
+from ..capacity import LIVE_PODS_SELECTOR
 from ..constants import HUB_API_PORT
 from ..errors import QuotaExceeded
+from ..jobkinds import JOB_KINDS
 from ..kubeapi import KubeApi
 from ..quota.model import check_fits, resource_quota_terms
 from ..quota.store import KubernetesQuotaStore
+from ..timestamps import now
+from .notebook_gpus import gpu_room, notebook_gpus
 from .quota_sync import QuotaSync
 from .settings import HubSettings, dataset_claims, notebook_request, pod_rules
 
@@ -98,6 +102,14 @@ class PaddleCloudSpawner(KubeSpawner):
         in the hub's namespace, or HubSettings.default_quota until an admin saves one) before each
         start.""").tag(config=True)
 
+    refuse_gpu_spawn_when_full = Bool(True, help="""Refuse a GPU notebook at once when no schedulable node
+        its pod may be placed on (node selector, tolerations) has the GPUs it asks for free now, with a
+        message that gives the numbers and when GPUs are expected back (the earliest time limit of the
+        running jobs that hold them; paddle_ext.hub.notebook_gpus). A notebook is interactive and Kueue
+        does not queue notebook pods: without this its spawn page waits for a pod that stays Pending
+        until the spawn times out. Needs the hub to list nodes, pods and jobs cluster-wide (the chart
+        grants it); where it may not list nodes the spawn goes ahead unchecked.""").tag(config=True)
+
     @default("paddlecloud_settings")
     def _default_settings(self):
         return HubSettings.load()
@@ -120,6 +132,7 @@ class PaddleCloudSpawner(KubeSpawner):
         self.log.info("Spawn of %s: %s", self.user.name, message)
 
     async def start(self):
+        self._gpu_room_checked = False
         self._setup_events = []
         self._setup_done = not self.enable_user_namespaces
         return await super().start()
@@ -141,10 +154,56 @@ class PaddleCloudSpawner(KubeSpawner):
             yield event
 
     async def _make_create_pod_request(self, pod, request_timeout):
+        if self.refuse_gpu_spawn_when_full and not self._gpu_room_checked:
+            self._gpu_room_checked = True  # once per start: KubeSpawner retries this request on a conflict
+            await self._check_gpu_room(self.api.api_client.sanitize_for_serialization(pod).get("spec") or {})
         # Our steps (the home volume last) are all recorded once the pod is asked for:
         # progress() may now hand over to the pod's events without missing one.
         self._setup_done = True
         return await super()._make_create_pod_request(pod, request_timeout)
+
+    _gpu_room_checked = True
+    _nodes_forbidden_logged = False  # class-wide: logged once per hub process
+
+    async def _check_gpu_room(self, pod_spec: dict) -> None:
+        """Refuse a GPU notebook (403 with GpuRoom.message) that no node it may use has room for now."""
+        settings = self.paddlecloud_settings
+        if notebook_gpus(pod_spec, settings.gpu_resource) <= 0:
+            return
+        timeout = self.k8s_api_request_timeout
+        serialize = self.api.api_client.sanitize_for_serialization
+        try:
+            nodes = await asyncio.wait_for(self.api.list_node(), timeout)
+            pods = await asyncio.wait_for(
+                self.api.list_pod_for_all_namespaces(field_selector=LIVE_PODS_SELECTOR), timeout)
+        except ApiException as exc:
+            if exc.status not in (401, 403):
+                raise
+            if not PaddleCloudSpawner._nodes_forbidden_logged:
+                PaddleCloudSpawner._nodes_forbidden_logged = True
+                self.log.warning("The hub may not list nodes or pods cluster-wide (%s): GPU notebooks are spawned "
+                                 "without checking that a node has room", exc.reason)
+            return
+        kind = JOB_KINDS[settings.job_kind]
+        custom = CustomObjectsApi(self.api.api_client)
+        group, _, version = kind.api_version.rpartition("/")
+        try:
+            jobs = (await asyncio.wait_for(custom.list_cluster_custom_object(group, version, kind.plural),
+                                           timeout)).get("items") or []
+        except ApiException as exc:
+            self.log.warning("Could not list %s for the GPU check (%s): no time limits known", kind.plural, exc.reason)
+            jobs = []
+        # This user's notebook pod of before, if still there, goes when this one is made (KubeSpawner
+        # deletes it on the create's conflict): its GPUs are this notebook's.
+        others = [pod for pod in map(serialize, pods.items)
+                  if (pod["metadata"].get("namespace"), pod["metadata"]["name"]) != (self.namespace, self.pod_name)]
+        room = gpu_room([serialize(n) for n in nodes.items], others, jobs, pod_spec, now(), settings.gpu_resource,
+                        kind)
+        if room is None or room.fits:
+            return
+        self.log.info("Refusing %s's GPU server: %s", self.user.name, room.message)
+        self._step(f"No GPUs free: {room.message}")
+        raise web.HTTPError(403, room.message)
 
     async def _make_create_pvc_request(self, pvc, request_timeout):
         created = await super()._make_create_pvc_request(pvc, request_timeout)

@@ -1,11 +1,13 @@
 """Helpers shared by the cluster tier tests."""
 
+import contextlib
 import json
 
 import kubernetes
 from serverutil import wait_for, wait_for_async  # noqa: F401 (the suite's one wait; cluster tests import it from here)
 
 from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT
+from tools.k8s.cluster import GPU_TAINT, node_manifest
 
 
 # KWOK's fake GPU nodes: placement, scheduling and scale (nothing runs there). With a real
@@ -37,3 +39,24 @@ def as_user(cluster, core_v1, ns, service_account: str = NOTEBOOK_SERVICE_ACCOUN
     config.ssl_ca_cert = cluster.pki["ca.crt"]
     config.api_key = {"authorization": f"Bearer {token}"}
     return kubernetes.client.ApiClient(config)
+
+
+@contextlib.contextmanager
+def own_gpu_nodes(core_v1, owner: str, count: int):
+    """`count` KWOK GPU nodes (8 GPUs each) that only pods selecting and tolerating
+    `paddlecloud.io/test-node=<owner>` use, so other tests' GPU pods (in any order, still
+    going away with their namespaces) cannot take them; deleted afterwards. Yields the
+    (node selector, toleration) to place pods there."""
+    mark = {"key": "paddlecloud.io/test-node", "value": owner, "effect": "NoSchedule"}
+    names = [f"{owner}-gpu-{i}" for i in range(count)]
+    for name in names:
+        node = node_manifest(name, taints=[GPU_TAINT, mark])
+        node["metadata"]["labels"][mark["key"]] = owner
+        core_v1.create_node(node)
+    try:
+        wait_for(lambda: all(any(c.type == "Ready" and c.status == "True" for c in core_v1.read_node(name).status.conditions or [])
+                             for name in names), timeout=60, what=f"KWOK nodes {names} ready")
+        yield {mark["key"]: owner}, {**mark, "operator": "Equal"}
+    finally:
+        for name in names:
+            core_v1.delete_node(name)

@@ -5,10 +5,12 @@ notebooks on the real node (tests/cluster/kubehub.py has the hub and its helpers
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import subprocess
 import sys
+import re
 import threading
 
 import kubernetes
@@ -19,8 +21,9 @@ from cluster_helpers import GPU_TOLERATION, wait_for
 from hubutil import HubError
 from kubehub import SMALL, KubeHub, follow, in_notebook, notebook_pod, ns
 from paddle_ext import policies
+from paddle_ext.capacity import node_accepts, node_usage
 from serverutil import sse_events
-from tools.k8s.cluster import IMAGE_REFS
+from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION, IMAGE_REFS
 
 
 def test_a_gpu_profile_gets_a_restricted_gpu_pod_on_a_gpu_node_in_a_prepared_namespace(hub, core_v1, real_cluster):
@@ -199,6 +202,80 @@ def test_a_profile_beyond_the_quota_is_refused_at_once(hub):
     assert message.startswith("This server needs 4 GPUs; your quota is 2 and ")
     assert message.endswith(" in use. Pick a smaller profile or ask an admin.")
     assert not hub.hub_api("GET", "/users/carol", token).json()["servers"]  # nothing left half-started
+
+
+def gpu_nodes_of_the_gpu_profile(core_v1) -> list[dict]:
+    """The schedulable GPU nodes a `paddle-gpu` notebook may be placed on (the site's GPU
+    toleration, no node selector): other tests' own GPU nodes, tainted for them, are not."""
+    serialize = core_v1.api_client.sanitize_for_serialization
+    nodes = [serialize(node) for node in core_v1.list_node().items]
+    return [node for node in nodes if node_accepts(node, {"tolerations": [GPU_TOLERATION]})
+            and not (node.get("spec") or {}).get("unschedulable")
+            and int((node["status"].get("allocatable") or {}).get("nvidia.com/gpu", "0")) > 0]
+
+
+def live_pods(core_v1) -> list[dict]:
+    serialize = core_v1.api_client.sanitize_for_serialization
+    return [serialize(pod) for pod in core_v1.list_pod_for_all_namespaces().items]
+
+
+def test_a_gpu_notebook_on_full_gpu_nodes_is_refused_at_once_with_the_numbers(hub, core_v1, batch_v1, namespace):
+    """No node has a GPU free: the spawn is refused at once (not a spawn page waiting on a
+    Pending pod), with the nodes' GPUs and when the running jobs' time limits free some."""
+    token = hub.admin_token
+    hub.ensure_stopped("alice", token)
+    wait_for(lambda: notebook_pod(core_v1, "alice") is None, timeout=90, what="no notebook pod of alice's left")
+    nodes = gpu_nodes_of_the_gpu_profile(core_v1)
+    assert nodes, "the cluster has KWOK GPU nodes"
+    names = {node["metadata"]["name"] for node in nodes}
+
+    def settled():  # no pod going away on those nodes: what is free now stays free until we fill it
+        pods = live_pods(core_v1)
+        return not any(p["metadata"].get("deletionTimestamp") and p["spec"].get("nodeName") in names for p in pods)
+    wait_for(settled, timeout=120, what="no pod terminating on the GPU nodes")
+    limit = 3600
+    free = {usage.name: usage.free_gpus for usage in node_usage(nodes, live_pods(core_v1))}
+    for name, gpus in free.items():
+        if gpus <= 0:
+            continue
+        batch_v1.create_namespaced_job(namespace, {
+            "metadata": {"name": f"fill-{name}"},
+            # (KWOK completes a Job's pods after a few seconds unless told otherwise: these hold their GPUs)
+            "spec": {"activeDeadlineSeconds": limit, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {COMPLETE_AFTER_ANNOTATION: "24h"}}, "spec": {
+                "restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": name},
+                "tolerations": [GPU_TOLERATION],
+                "containers": [{"name": "c", "image": IMAGE_REFS["worker"],
+                                "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
+                                              "limits": {"nvidia.com/gpu": str(gpus)}}}]}}}})
+    try:
+        def full():
+            usage = node_usage(nodes, live_pods(core_v1))
+            return all(u.free_gpus <= 0 for u in usage) and usage
+        usage = wait_for(full, timeout=90, what="every GPU of the GPU nodes held by the fill jobs")
+        capacity = sum(u.capacity.gpus for u in usage)
+        response = hub.start_server("alice", token, "paddle-gpu")
+        message = response.json()["message"]
+        assert response.status_code == 403, message  # refused by the spawner's check, not a pod that waits
+        nodes_word = "the GPU node has" if len(nodes) == 1 else f"the {len(nodes)} GPU nodes have"
+        assert message.startswith(f"No node has 1 GPU free for this notebook now: {nodes_word} {capacity} GPUs, "
+                                  "all in use. GPUs are expected back at "), message
+        assert message.endswith(", when a running job reaches its time limit. "
+                                "Try again later, or pick a profile without GPUs."), message
+        # no later than our fill jobs' end (another job may hold GPUs with a sooner limit)
+        at = re.search(r"at (\d\d:\d\d) UTC on (\d{4}-\d\d-\d\d)", message)
+        expected = datetime.datetime.fromisoformat(f"{at[2]}T{at[1]}:00+00:00")
+        ends = [job.status.start_time + datetime.timedelta(seconds=limit)
+                for job in batch_v1.list_namespaced_job(namespace).items if job.status.start_time]
+        assert ends and expected <= max(ends), (message, ends)
+        assert not hub.hub_api("GET", "/users/alice", token).json()["servers"]  # nothing left half-started
+        assert notebook_pod(core_v1, "alice") is None
+        assert "Refusing alice's GPU server: No node has 1 GPU free" in hub.log_tail(200_000)
+    finally:  # the GPUs back for the other GPU tests (any order)
+        for job in batch_v1.list_namespaced_job(namespace).items:
+            batch_v1.delete_namespaced_job(job.metadata.name, namespace, propagation_policy="Foreground")
+        wait_for(lambda: not core_v1.list_namespaced_pod(namespace).items, timeout=120,
+                 what="the fill jobs' pods gone")
 
 
 def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub, core_v1):

@@ -9,7 +9,6 @@ which skip (one line) where this machine cannot run the real node (fail in CI).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -18,14 +17,13 @@ import time
 
 import pytest
 
-from cluster_helpers import GPU_TOLERATION, wait_for, wait_for_async
+from cluster_helpers import GPU_TOLERATION, own_gpu_nodes, wait_for, wait_for_async
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.jobkinds import job_objects
 from paddle_ext.manifests import ManifestSettings
 from paddle_ext.spec import JobSpec
-from tools.k8s.cluster import GPU_TAINT, node_manifest
 
 COMPLETE_AFTER = "kwok.paddlecloud.io/complete-after"
 REAL_WORKER_IMAGE = os.environ.get("PADDLECLOUD_TEST_WORKER_IMAGE", "docker.io/paddlecloud/paddle-worker:3.3.1-cpu")
@@ -143,27 +141,6 @@ async def test_pods_the_quota_refuses_leave_workers_queued_with_the_quota_messag
                                    "Needs 4 GPUs; your quota is 2 and 0 are in use.")
     finally:
         await jobs.close()
-
-
-@contextlib.contextmanager
-def own_gpu_nodes(core_v1, owner: str, count: int):
-    """`count` KWOK GPU nodes (8 GPUs each) that only pods selecting and tolerating
-    `paddlecloud.io/test-node=<owner>` use, so other tests' GPU pods (in any order, still
-    going away with their namespaces) cannot take them; deleted afterwards. Yields the
-    (node selector, toleration) to place pods there."""
-    mark = {"key": "paddlecloud.io/test-node", "value": owner, "effect": "NoSchedule"}
-    names = [f"{owner}-gpu-{i}" for i in range(count)]
-    for name in names:
-        node = node_manifest(name, taints=[GPU_TAINT, mark])
-        node["metadata"]["labels"][mark["key"]] = owner
-        core_v1.create_node(node)
-    try:
-        wait_for(lambda: all(any(c.type == "Ready" and c.status == "True" for c in core_v1.read_node(name).status.conditions or [])
-                             for name in names), timeout=60, what=f"KWOK nodes {names} ready")
-        yield {mark["key"]: owner}, {**mark, "operator": "Equal"}
-    finally:
-        for name in names:
-            core_v1.delete_node(name)
 
 
 async def test_cli_status_shows_the_steps(cluster, core_v1, namespace):

@@ -38,7 +38,7 @@ PURE = {
     "paddle_ext.backends.kubernetes_progress", "paddle_ext.progress", "paddle_ext.metrics",
     "paddle_ext.loglines", "paddle_ext.reporting", "paddle_ext.capacity", "paddle_ext.hub.settings",
     "paddle_ext.hub.overview", "paddle_ext.backends.registry", "paddle_ext.backends.local_queue",
-    "paddle_ext.backends.kubernetes_queue",
+    "paddle_ext.backends.kubernetes_queue", "paddle_ext.hub.notebook_gpus",
 }
 # hub.settings is pure but for yaml (values files) and kubespawner's name escaping.
 PURE_THIRD_PARTY = {"paddle_ext.hub.settings": {"yaml", "kubespawner"}}
