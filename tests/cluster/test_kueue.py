@@ -672,11 +672,21 @@ async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits
                  message=lambda: [e.message for e in core_v1.list_namespaced_event(ns).items])
     finally:
         await api.close()
-        for name in names:
-            try:
-                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
-            except kubernetes.client.ApiException:
-                pass
+        delete_leftovers(core_v1, custom, [], names)
+
+
+def delete_leftovers(core_v1, custom, namespaces, cluster_queues) -> None:
+    """After a quota-service test: its namespaces and the ClusterQueues it wrote, where still there."""
+    for name in namespaces:
+        try:
+            core_v1.delete_namespace(name)
+        except kubernetes.client.ApiException:
+            pass
+    for name in cluster_queues:
+        try:
+            custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
+        except kubernetes.client.ApiException:
+            pass
 
 
 async def test_quota_page_edits_write_the_queues_through_the_quota_service(kueue_cluster, custom, core_v1, tmp_path,
@@ -735,16 +745,7 @@ async def test_quota_page_edits_write_the_queues_through_the_quota_service(kueue
             await service.store.api.close()
     finally:
         hub.stop()
-        for name in (hub_ns, prefix + ann, prefix + ben):
-            try:
-                core_v1.delete_namespace(name)
-            except kubernetes.client.ApiException:
-                pass
-        for name in written:
-            try:
-                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
-            except kubernetes.client.ApiException:
-                pass
+        delete_leftovers(core_v1, custom, [hub_ns, prefix + ann, prefix + ben], written)
 
 
 async def test_the_overview_shows_a_teams_borrowed_gpus_and_a_deleted_groups_queue_goes_once_empty(
@@ -849,13 +850,4 @@ async def test_the_overview_shows_a_teams_borrowed_gpus_and_a_deleted_groups_que
             await service.store.api.close()
     finally:
         hub.stop()
-        for name in (hub_ns, ns):
-            try:
-                core_v1.delete_namespace(name)
-            except kubernetes.client.ApiException:
-                pass
-        for name in written:
-            try:
-                custom.delete_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
-            except kubernetes.client.ApiException:
-                pass
+        delete_leftovers(core_v1, custom, [hub_ns, ns], written)
