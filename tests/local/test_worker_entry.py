@@ -31,7 +31,7 @@ class Pair:
             subprocess.Popen([sys.executable, "-m", "paddle_ext.worker", "--index", str(i), "--workers", "2",
                               "--peer", "127.0.0.1", "--port", str(port), "--port-step", str(other - port), "--",
                               sys.executable, "-c", PROGRAM, str(self.gates[i]), str(codes[i])],
-                             stderr=open(self.errs[i], "w"), env=env)
+                             stderr=open(self.errs[i], "w"), env=env, start_new_session=True)
             for i in (0, 1)]
 
     def both_up(self):
@@ -42,10 +42,14 @@ class Pair:
         return self.procs[i].wait(timeout=90)
 
     def close(self):
+        """Kill each worker's whole process group: a worker the test SIGKILLed leaves its program
+        behind (as a lost pod's would be, were it not in the pod), waiting for its gate."""
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=30)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
 
 
 @pytest.fixture
