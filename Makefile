@@ -21,7 +21,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TES
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test lint docs test-unit test-lab test-local test-cluster test-browser test-helm helm-schema \
+.PHONY: help setup labext demo test lint docs test-unit test-lab test-local test-cluster test-browser test-helm helm-schema screenshots \
   browser-deps login-deps cluster-deps clean
 
 help:
@@ -121,6 +121,12 @@ test-cluster: setup cluster-deps
 
 test-browser: setup browser-deps login-deps
 	$(call tier,browser)
+
+# The README's three screenshots (docs/_static/screenshots/), taken by the browser tier's own
+# tests at the states they check (tests/browser/labpage.py: docs_screenshot); never by hand.
+screenshots: setup browser-deps
+	PADDLECLOUD_DOCS_SCREENSHOTS=1 PATH=$(TIER_PATH):$$PATH $(PYTEST) -q -rs tests/browser/test_live_training.py \
+	  tests/browser/test_lab_panel.py tests/browser/test_admin_overview.py
 
 # The chart (helm/paddlecloud-hub): lint, render and schema checks, server-side dry-run on the
 # test control plane, and (as root, with `make images`) helm install on the real node, used end to end

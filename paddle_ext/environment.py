@@ -146,6 +146,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     # ------------------------------------------------ development
     EnvVar("PADDLECLOUD_CACHE", TESTS, "Where downloaded and built test-cluster binaries and images are "
            "cached.", "~/.cache/paddlecloud"),
+    EnvVar("PADDLECLOUD_DOCS_SCREENSHOTS", TESTS, "`1`: the browser tests that take the README's screenshots "
+           "also write them into docs/_static/screenshots/ (`make screenshots`)."),
     EnvVar("PADDLECLOUD_K8S_BIN_DIR", TESTS, "The test cluster's binaries (a folder without kubelet: KWOK "
            "nodes only).", "the cached build"),
     EnvVar("PADDLECLOUD_NODE_LOCK_TIMEOUT", TESTS, "Seconds to wait for another run's real node.", "600"),

@@ -1,7 +1,10 @@
 """Browser tier: Debian Chromium driven by Playwright against the real local hub.
 
 Screenshots go to test-artifacts/browser/ (gitignored); a failing test also leaves
-`<test name>-failure.png` there.
+`<test name>-failure.png` there. The README's three (the launcher with live charts and logs,
+the JupyterLab panel, the admin overview) are taken by the tests that reach those states,
+through `labpage.docs_screenshot`: with PADDLECLOUD_DOCS_SCREENSHOTS=1 (`make screenshots`) they are
+also written into docs/_static/screenshots/, never by hand.
 """
 
 from __future__ import annotations

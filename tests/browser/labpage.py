@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+from pathlib import Path
 
 from playwright.sync_api import expect
 
+from hubutil import REPO
+
 SECOND = 1000  # Playwright timeouts are in milliseconds
+DOCS_SCREENSHOTS = REPO / "docs" / "_static" / "screenshots"
+DOCS_SCREENSHOTS_ENV = "PADDLECLOUD_DOCS_SCREENSHOTS"
+
+
+def docs_screenshot(target, artifacts: Path, name: str, **options) -> None:
+    """A screenshot of `target` (a page or a locator) as test-artifacts/browser/<name>, and, with
+    $PADDLECLOUD_DOCS_SCREENSHOTS=1 (`make screenshots`), the docs' copy of it
+    (docs/_static/screenshots/<name>, what the README shows)."""
+    target.screenshot(path=str(artifacts / name), **options)
+    if os.environ.get(DOCS_SCREENSHOTS_ENV) == "1":
+        DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(artifacts / name, DOCS_SCREENSHOTS / name)
 
 
 def submit_login_form(page, hub, name: str) -> None:

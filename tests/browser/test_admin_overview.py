@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from paddle_ext import JobClient
 from paddle_ext.backends.local import LocalBackend
 from paddle_ext.spec import JobSpec
-from labpage import SECOND, log_in
+from labpage import SECOND, docs_screenshot, log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -40,7 +40,7 @@ def test_admin_sees_another_users_running_job_and_cancels_it(hub, page, browser,
         expect(machine.locator('td[data-field="cpu"] .value')).to_have_text(f"2 / {os.cpu_count()}")
         expect(machine.locator('td[data-field="gpus"] .value')).to_have_text("0 / 0")
         expect(page.locator('#hours-chart g[data-hours="user:bob"]')).to_be_visible()
-        page.screenshot(path=str(artifacts / "admin-overview.png"), full_page=True)
+        docs_screenshot(page, artifacts, "admin-overview.png", full_page=True)
 
         page.once("dialog", lambda dialog: dialog.accept())
         row.locator("button[data-cancel]").click()

@@ -19,7 +19,7 @@ import requests
 from playwright.sync_api import expect
 
 from hubutil import REPO
-from labpage import SECOND, dismiss_news_toast, log_in_to_lab
+from labpage import SECOND, dismiss_news_toast, docs_screenshot, log_in_to_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -113,7 +113,7 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
         expect(log).to_contain_text("tick 1 10", timeout=60 * SECOND)  # and keep arriving
         expect(pods).to_have_text("2 / 8")
         expect(panel.locator('.pc-QuotaRow[data-field="running_jobs"] .pc-QuotaRow-value')).to_have_text("1 / 3")
-        page.screenshot(path=str(artifacts / "lab-panel-live.png"))
+        docs_screenshot(page, artifacts, "lab-panel-live.png")
 
         # Worker 1 only.
         view.locator(".pc-WorkerFilter").select_option("1")

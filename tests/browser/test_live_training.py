@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from labpage import SECOND, dismiss_news_toast, log_in_to_lab, run_cell, wait_for_idle_kernel
+from labpage import SECOND, dismiss_news_toast, docs_screenshot, log_in_to_lab, run_cell, wait_for_idle_kernel
 from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -76,7 +76,7 @@ def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifa
         wait_for(lambda: points_drawn(page) == 40, 180, "20 steps of both workers in the loss chart")
         expect(phase).to_have_text("Running")
         chart.scroll_into_view_if_needed()
-        page.screenshot(path=str(artifacts / "live-metrics.png"))
+        docs_screenshot(monitor, artifacts, "live-metrics.png")
         expect(monitor.locator(".paddle-chart", has_text="acc")).to_be_visible()
         expect(monitor.locator(".paddle-chart", has_text="steps/s")).to_be_visible()
 
