@@ -2,6 +2,8 @@
 
 import contextlib
 import json
+import os
+import subprocess
 
 import kubernetes
 from serverutil import wait_for, wait_for_async  # noqa: F401 (the suite's one wait; cluster tests import it from here)
@@ -14,12 +16,29 @@ from tools.k8s.cluster import GPU_TAINT, node_manifest
 # node in the cluster they carry the taint real GPU nodes usually have; GPU pods tolerate it.
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 KWOK_NODES = {"type": "kwok"}
+# A file a test creates in a job's container (open_gate) to let a gated script go on (ticker.py --until).
+GATE = "/tmp/paddlecloud-test-gate"
 
 
 def on_kwok_nodes(pod_spec: dict) -> dict:
     """`pod_spec` placed on the KWOK nodes (their label, their taint tolerated)."""
     return {**pod_spec, "nodeSelector": {**pod_spec.get("nodeSelector", {}), **KWOK_NODES},
             "tolerations": [*pod_spec.get("tolerations", []), GPU_TOLERATION]}
+
+
+def kubectl_exec(cluster, namespace: str, pod: str, container: str, *command: str,
+                 timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run `command` inside a running container (kubectl exec: the container's own env and identity)."""
+    return subprocess.run([os.path.join(cluster.bin_dir, "kubectl"), "--kubeconfig", cluster.kubeconfig, "exec",
+                           "-n", namespace, pod, "-c", container, "--", *command],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def open_gate(cluster, namespace: str, pod: str, path: str, container: str = "paddle") -> None:
+    """Create `path` inside a job's running container: the gate its script waits at
+    (`ticker.py --until PATH`), so the test, not a timer, says when the job may go on."""
+    result = kubectl_exec(cluster, namespace, pod, container, "touch", path, timeout=120)
+    assert result.returncode == 0, f"could not open the gate {path} in {namespace}/{pod}: {result.stderr}"
 
 
 def api_message(exc: kubernetes.client.ApiException) -> str:

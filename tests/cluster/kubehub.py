@@ -19,7 +19,7 @@ from pathlib import Path
 import kubernetes
 import requests
 
-from cluster_helpers import GPU_TOLERATION, wait_for
+from cluster_helpers import GPU_TOLERATION, kubectl_exec, wait_for
 from hubutil import LocalHub, check_spawn_accepted, free_port
 from serverutil import sse_events
 from paddle_ext.hub.settings import DEFAULT_PROFILES
@@ -144,10 +144,7 @@ def notebook_pod(core_v1, user):
 
 def in_notebook(cluster, user, *command, timeout=600) -> subprocess.CompletedProcess:
     """Run a command inside the user's notebook container (kubectl exec: its own env and identity)."""
-    pod = f"jupyter-{user}"
-    return subprocess.run([os.path.join(cluster.bin_dir, "kubectl"), "--kubeconfig", cluster.kubeconfig, "exec",
-                           "-n", ns(user), pod, "-c", "notebook", "--", *command],
-                          capture_output=True, text=True, timeout=timeout)
+    return kubectl_exec(cluster, ns(user), f"jupyter-{user}", "notebook", *command, timeout=timeout)
 
 
 def follow(base: str, headers: dict, name: str, timeout: float = 600) -> tuple[list[str], dict]:

@@ -14,7 +14,7 @@ import kubernetes
 import pytest
 import yaml
 
-from cluster_helpers import GPU_TOLERATION, wait_for, wait_for_async
+from cluster_helpers import GATE, GPU_TOLERATION, open_gate, wait_for, wait_for_async
 from paddle_ext import tenancy
 from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT, SPEC_ANNOTATION
 from paddle_ext.backends.kubernetes import KubernetesBackend
@@ -325,11 +325,13 @@ def test_paddlejob_variant_passes_dry_run_against_the_training_operator_crd(padd
 
 async def test_log_follow_survives_an_evicted_worker_pod_being_replaced(real_cluster, core_v1, namespace):
     """An evicted worker pod is replaced by the Job (a disruption does not fail the job);
-    the follower moves to the new pod, repeats no line, and ends with the job."""
+    the follower moves to the new pod, repeats no line, and ends with the job. The worker
+    ticks until the test opens its gate, so the eviction and the move happen mid-stream
+    whatever the machine's speed."""
     jobs = backend(real_cluster, namespace)
     lines: list[str] = []
     try:
-        command = ["python", "ticker.py", "--count", "60", "--interval", "0.25"]
+        command = ["python", "ticker.py", "--until", GATE, "--interval", "0.25"]
         await jobs.submit(JobSpec(name="evicted", command=command, **SMALL))
 
         async def follow():
@@ -337,12 +339,17 @@ async def test_log_follow_survives_an_evicted_worker_pod_being_replaced(real_clu
                 lines.append(line)
 
         follower = asyncio.ensure_future(follow())
-        await wait_for_async(lambda: "tick 0 5" in lines or follower.done(), timeout=120, interval=0.1,
+        await wait_for_async(lambda: "tick 0 5" in lines or follower.done(), timeout=300, interval=0.1,
                              what="the follower to read 'tick 0 5'")
         assert not follower.done(), ("the follower ended before the eviction", lines[-5:])
         (victim,) = job_pods(core_v1, namespace, "evicted")
         core_v1.create_namespaced_pod_eviction(victim.metadata.name, namespace, {
             "metadata": {"name": victim.metadata.name, "namespace": namespace}})
+        await wait_for_async(lambda: lines.count("tick 0 0") == 2 or follower.done(), timeout=300, interval=0.1,
+                             what="the follower to read the replacement pod's first tick")
+        assert not follower.done(), ("the follower ended before the replacement pod's lines", lines[-5:])
+        (replacement,) = [p for p in job_pods(core_v1, namespace, "evicted") if p.metadata.uid != victim.metadata.uid]
+        open_gate(real_cluster, namespace, replacement.metadata.name, GATE)
         await asyncio.wait_for(follower, 300)
         first = container_log_of(core_v1, namespace, victim)  # gone by now: what the follower kept
         assert lines.count("ticker 0 done") == 1  # the replacement ran to the end

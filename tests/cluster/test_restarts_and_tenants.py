@@ -10,7 +10,7 @@ import time
 import kubernetes
 import requests
 
-from cluster_helpers import wait_for, wait_for_async
+from cluster_helpers import GATE, open_gate, wait_for, wait_for_async
 from kubehub import SMALL, follow, job_story, notebook_pod, ns, write_file, write_test_script
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.spec import JobSpec
@@ -89,22 +89,33 @@ def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_come
 
 async def test_a_kube_apiserver_restart_during_logs_follow_loses_and_repeats_nothing(real_cluster, core_v1,
                                                                                    namespace):
+    """Both workers tick until the test opens their gates, after the API server has restarted
+    and the follower has read lines written since: the restart happens mid-stream."""
     jobs = KubernetesBackend(kubeconfig=real_cluster.kubeconfig, namespace=namespace,
                              images=[{"name": IMAGE_REFS["worker"]}], log_idle_check_seconds=0.5)
     lines: list[str] = []
     try:
-        await jobs.submit(JobSpec(name="steady", command=["python", "ticker.py", "--count", "160", "--interval",
+        await jobs.submit(JobSpec(name="steady", command=["python", "ticker.py", "--until", GATE, "--interval",
                                                            "0.25"], workers=2, **SMALL))
 
         async def follow_all():
             async for line in jobs.logs("steady", follow=True):
                 lines.append(line)
 
+        def ticks(worker: int) -> int:
+            return sum(line.startswith(f"[worker-{worker}] tick") for line in lines)
+
         follower = asyncio.ensure_future(follow_all())
-        await wait_for_async(lambda: sum(line.startswith("[worker-1] tick") for line in lines) >= 10
-                             or follower.done(), timeout=300, what="10 of worker 1's ticks followed")
+        await wait_for_async(lambda: ticks(1) >= 10 or follower.done(), timeout=300,
+                             what="10 of worker 1's ticks followed")
         assert not follower.done(), "the follower ended before the restart"
         await asyncio.to_thread(real_cluster.restart_component, "kube-apiserver")
+        before = {worker: ticks(worker) for worker in (0, 1)}
+        await wait_for_async(lambda: all(ticks(w) >= before[w] + 10 for w in (0, 1)) or follower.done(),
+                             timeout=300, what="10 more ticks of each worker followed after the restart")
+        assert not follower.done(), "the follower ended after the restart while both workers were ticking"
+        for pod in core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=steady").items:
+            open_gate(real_cluster, namespace, pod.metadata.name, GATE)
         await asyncio.wait_for(follower, 600)
         assert (await jobs.get("steady")).phase == "Succeeded"
         assert split_merged(lines, 2) == worker_logs(core_v1, namespace, "steady")
