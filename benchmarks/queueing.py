@@ -375,10 +375,12 @@ def admission_run(bench: KwokBench, backlog_cq: str, names: list[str]) -> dict:
         "every admission seen by the watch": len(watch.admitted_at) == count,
         "every Workload has its condition times": len(times) == count and None not in times,
     }
-    rate = count / took if took else None
-    log(f"  {count} admitted within {fmt_s(took)} by Kueue's condition times: {rate and f'{rate:.1f}'} jobs/s; "
-        f"the watch saw the last after {fmt_s(seen)}; checks {checks}; CPU {cpu}")
-    return {"took": took, "rate": rate, "checks": checks, "cpu": cpu, "seen": seen,
+    decided = count / took if took else None
+    rate = count / seen if seen else None
+    log(f"  {count} admitted: the watch saw the last after {fmt_s(seen)} ({rate and f'{rate:.1f}'} jobs/s); by "
+        f"Kueue's condition times within {fmt_s(took)} ({decided and f'{decided:.1f}'} jobs/s); checks {checks}; "
+        f"CPU {cpu}")
+    return {"took": took, "rate": rate, "decided": decided, "checks": checks, "cpu": cpu, "seen": seen,
             "first": stamps[0] - t0 if stamps else None,
             "half": stamps[len(stamps) // 2] - t0 if stamps else None}
 
@@ -438,11 +440,15 @@ def queue_section(bench: KwokBench, jobs: int, runs: int, list_runs: int) -> Sec
     met = bool(admission["rate"] and admission["rate"] >= GOAL_RATE and admission_ok)
     cpu = admission["cpu"]
     cpu_words = ", ".join(f"{name} {fmt_s(seconds)} CPU" for name, seconds in cpu.items() if seconds is not None)
+    decided = admission["decided"]
     rows.append(Row(f"Kueue admits from a backlog of {jobs:,} jobs (KWOK + Kueue)",
-                    "—" if admission["rate"] is None else f"{admission['rate']:.1f} jobs/s", "—", "—",
+                    "—" if admission["rate"] is None else
+                    f"{admission['rate']:.1f} jobs/s as a watching client sees them (all {jobs:,} after "
+                    f"{fmt_s(admission['seen'])}); Kueue's condition times: all within {fmt_s(admission['took'])}"
+                    + (f", ≥ {decided:.0f} jobs/s" if decided else ""), "—", "—",
                     f"≥ {GOAL_RATE:.0f} jobs/s", met,
-                    "" if met else f"measured: {admission['rate'] or 0:.1f} jobs/s ({jobs:,} in "
-                    f"{fmt_s(admission['took'])}; {cpu_words} meanwhile, on {os.cpu_count()} shared CPUs)"))
+                    "" if met else f"measured: {admission['rate'] or 0:.1f} jobs/s seen ({cpu_words} meanwhile, "
+                    f"on {os.cpu_count()} shared CPUs)"))
     for tool, label in (("list", f"`paddlecloud list` with {jobs:,} queued jobs (positions)"),
                         ("status", f"position lookup: `paddlecloud status` of the last of {jobs:,} queued")):
         q = ratio(lookup[tool]["wall"], lookup["kubectl"]["wall"])
@@ -490,14 +496,15 @@ def queue_section(bench: KwokBench, jobs: int, runs: int, list_runs: int) -> Sec
                      f"{fmt_s(r['cpu'])} | {'yes' if r['ok'] else 'NO ' + str(r['errors'])} |")
     lines += ["", f"CPU is the command's own user + system time (`/usr/bin/time -v`). {lookup_limit(lookup, 'list')}."]
     lines += [
-        "", "**Admission.** The ClusterQueue's `stopPolicy` patched to `None` (the wall clock read just before). "
-        "Rate = jobs / time from the patch to the last admission by Kueue's own record: the later of each "
-        "Workload's QuotaReserved and Admitted condition times, which are whole seconds, so 1 s is added to the "
-        f"last (the rate is a lower bound). {jobs:,} admitted within {fmt_s(admission['took'])}. A Workload watch "
-        "opened before the patch, in this process, saw the first admitted after "
+        "", "**Admission.** The ClusterQueue's `stopPolicy` patched to `None`. The goal's rate = jobs / time from "
+        "the patch to the last admission seen by a Workload watch opened before it, in this process (a Workload "
+        "with QuotaReserved and Admitted true, written and delivered): first after "
         f"{fmt_s(admission['first'])}, half after {fmt_s(admission['half'])}, the last after "
-        f"{fmt_s(admission['seen'])}: what a client watching Workloads sees, behind Kueue by the API server's "
-        f"watch delivery on a loaded machine. CPU used meanwhile: {cpu_words or '—'}. Admitted jobs are unsuspended by Kueue and their pods made by the job "
+        f"{fmt_s(admission['seen'])}. Kueue's own record, the later of each Workload's QuotaReserved and Admitted "
+        "condition times, is when its scheduler decided (it writes the admission afterwards, through its "
+        "rate-limited API client): all within " f"{fmt_s(admission['took'])} of the patch (whole seconds, so 1 s "
+        "is added to the last: a bound). The gap between the two is the writes and the API server's watch "
+        f"delivery on a loaded machine. CPU used meanwhile: {cpu_words or '—'}. Admitted jobs are unsuspended by Kueue and their pods made by the job "
         "controller and scheduled onto the KWOK nodes while the rest are admitted (most wait for GPUs: the nodes "
         "have fewer than the queue's quota), as on a cluster.", "",
         "| check | passed |", "|---|:---:|"]
