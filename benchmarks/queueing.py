@@ -388,10 +388,10 @@ def admission_run(bench: KwokBench, backlog_cq: str, names: list[str]) -> dict:
 def lookup_limit(lookup: dict, tool: str) -> str:
     """What our command did that kubectl did not, in figures of the same runs."""
     sizes = lookup["bytes"]
+    jobs = f"the Jobs ({sizes['jobs'] / 2**20:.1f} MiB) and " if tool == "list" else "its Job, its events and "
     return (f"CPU of the command itself {fmt_s(lookup[tool]['cpu'])} vs kubectl's {fmt_s(lookup['kubectl']['cpu'])}; "
-            f"ours decodes the Jobs ({sizes['jobs'] / 2**20:.1f} MiB) and every namespace's Workloads "
-            f"({sizes['workloads'] / 2**20:.1f} MiB) in Python and orders the line, kubectl prints a Table the API "
-            f"server renders ({sizes['table'] / 2**20:.2f} MiB)")
+            f"ours decodes {jobs}every namespace's Workloads ({sizes['workloads'] / 2**20:.1f} MiB) in Python and "
+            f"orders the line, kubectl prints a Table the API server renders ({sizes['table'] / 2**20:.2f} MiB)")
 
 
 def condition_time(workload: dict) -> float | None:
