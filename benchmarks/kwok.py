@@ -47,9 +47,9 @@ LOG_JOB = "bench-logs"
 class KwokBench:
     """One KWOK cluster for every KWOK section, and how to run both tools against it."""
 
-    def __init__(self, bin_dir: str, kubectl: str, ours: list[str], nodes: int):
+    def __init__(self, bin_dir: str, kubectl: str, ours: list[str], nodes: int, kueue: bool = False):
         self.state = tempfile.mkdtemp(prefix="paddlecloud-bench-")
-        self.cluster = Cluster(self.state, bin_dir, nodes=nodes, complete_after="10m", real_node=False)
+        self.cluster = Cluster(self.state, bin_dir, nodes=nodes, complete_after="10m", real_node=False, kueue=kueue)
         self.kubectl = kubectl
         self.ours = ours
         self.env: dict = {}
@@ -492,11 +492,17 @@ def list_section(bench: KwokBench, count: int, runs: int) -> Section:
 # ---------------------------------------------------------------- submit
 
 
-class BoundWatch:
-    """Watches a namespace's pods (one API watch) and notes when `count` pods of a job are bound."""
+def pod_bound(pod: dict) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
 
-    def __init__(self, cluster: Cluster, ns: str, job: str, count: int):
+
+class BoundWatch:
+    """Watches a namespace's pods (one API watch) and notes when `count` pods of a job are bound
+    (or, with `reached`, have reached another state: e.g. pod_running)."""
+
+    def __init__(self, cluster: Cluster, ns: str, job: str, count: int, reached=pod_bound):
         self.cluster, self.ns, self.job, self.count = cluster, ns, job, count
+        self.reached = reached
         self.bound: set[str] = set()
         self.done_at: float | None = None
         self.ready = threading.Event()
@@ -535,7 +541,7 @@ class BoundWatch:
             for line in resp:
                 event = json.loads(line)
                 pod = event.get("object") or {}
-                if event.get("type") in ("ADDED", "MODIFIED") and (pod.get("spec") or {}).get("nodeName"):
+                if event.get("type") in ("ADDED", "MODIFIED") and self.reached(pod):
                     self.bound.add(pod["metadata"]["name"])
                     if len(self.bound) >= self.count and self.done_at is None:
                         self.done_at = time.monotonic()

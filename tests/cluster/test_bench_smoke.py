@@ -3,13 +3,16 @@
 checked; this is what keeps `make bench` from breaking unnoticed between its runs.
 
 The KWOK sections start a cluster of their own with KWOK nodes only (no real node: the
-benchmark's KwokBench), as `make bench` does. (`follow-node`, on the real node, has no smoke
+benchmark's KwokBench), as `make bench` does; the `queue` section another, with Kueue. (`follow-node`, on the real node, has no smoke
 test yet: the one written failed in its first CI run and was taken out until it is understood.)"""
 
 from __future__ import annotations
 
+from availability import skip_or_fail
 from benchsmoke import run_smoke
 import pytest
+
+from tools.k8s.kueue import unavailable_reason as kueue_missing
 
 KWOK_SECTIONS = ["cli", "logs", "follow", "submit", "list", "spawn"]
 
@@ -20,3 +23,18 @@ def test_the_kwok_benchmarks_run_and_their_checks_pass(k8s_bin_dir, tmp_path):
     for title in ("CLI start-up (KWOK)", "Whole merged log (KWOK)", "Submit a 4-worker job (KWOK)",
                   "Listing 3 jobs (KWOK)", "2 concurrent notebook spawns (KWOK)"):
         assert f"## {title}" in report, title
+
+
+@pytest.mark.timeout(600)
+def test_the_kueue_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
+    """The `queue` section (KWOK nodes and the real Kueue) at smoke size: a job submitted with
+    and without Kueue runs, 5 held jobs are all listed Queued at positions 1..5, and each is
+    admitted once when the queue is released."""
+    reason = kueue_missing(k8s_bin_dir)
+    if reason:
+        skip_or_fail(f"kueue: {reason}")
+    report = run_smoke(["queue"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=540)
+    assert "## Kueue: start-up, admission, reading the line (KWOK + Kueue)" in report
+    assert "did not run" not in report
+    for check in ("one Workload per job", "every Workload admitted", "each admitted once"):
+        assert f"| {check}" in report, check
