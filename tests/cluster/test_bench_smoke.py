@@ -20,3 +20,13 @@ def test_the_kwok_benchmarks_run_and_their_checks_pass(k8s_bin_dir, tmp_path):
     for title in ("CLI start-up (KWOK)", "Whole merged log (KWOK)", "Submit a 4-worker job (KWOK)",
                   "Listing 3 jobs (KWOK)", "2 concurrent notebook spawns (KWOK)"):
         assert f"## {title}" in report, title
+
+
+@pytest.mark.timeout(900)
+def test_the_hub_scale_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
+    """A real JupyterHub with our spawner (and one with plain KubeSpawner) on a KWOK
+    cluster of its own: spawns through the REST API, a steady window, jobs and the quota
+    service's pages, a restart with every server running; each step's checks."""
+    report = run_smoke(["hub-scale"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=840)
+    assert "## Hub at 5 users (KWOK)" in report
+    assert "**NO**" not in report
