@@ -430,6 +430,8 @@ def submit_jobs(bench, hub: Hub, users: list[str], count: int) -> list[tuple[str
 def time_pages(hub: Hub, requests_each: int, users: list[str], jobs: list[tuple[str, str]]) -> dict:
     """p50/p95 of the admin overview and the quota page's data; each answer checked."""
     base = f"{hub.url}/services/quota/"
+    # The hub starts its managed services after its own API answers.
+    wait_until(lambda: hub.call("GET", "api/quotas", base=base)[0] == 200, 120, "the quota service to answer")
     results = {}
     for label, path in (("overview", "api/overview"), ("quotas", "api/quotas")):
         hub.call("GET", path, base=base)  # warm
