@@ -23,6 +23,8 @@ Steps, with N users:
    (`/services/quota/api/overview`, `api/quotas`), p95 of R requests each.
 4. (ours) a hub restart with N running servers: time until the hub API answers, until
    every server is ready again in `/hub/api/users`, and the hub's RSS.
+5. one user's `paddlecloud list` and `logs` (a 2-worker job of their own) before any hub
+   user exists and again among the N users with their jobs: flat in the number of users.
 """
 
 from __future__ import annotations
@@ -43,12 +45,13 @@ import time
 import urllib.error
 import urllib.request
 
-from common import REPO, Row, Section, fmt_ratio, fmt_s, log, percentile, ratio
+from common import REPO, Row, Section, fmt_ratio, fmt_s, log, median, percentile, ratio, run_timed
 
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.ports import free_port
 from paddle_ext.spec import JobSpec
 from spawn import _create_volumes
+from tools.k8s.cluster import cri_log_lines
 
 PRODUCT_CONFIG = os.path.join(REPO, "hub_config", "jupyterhub_config.py")
 BENCH_SERVICE = "hub-scale-bench"
@@ -61,6 +64,8 @@ CPU_GOAL = 0.20  # of one core
 RSS_GOAL_MIB = 1024
 API_GOAL_S, RESTORE_GOAL_S, PAGE_GOAL_S = 10.0, 60.0, 1.0
 SPAWN_GOAL = 0.10
+CLI_FLAT = 1.2  # `list` / `logs` at N users within 20% of at 1 (fresh processes vary that much here)
+PROBE_NS, PROBE_JOB, PROBE_WORKERS, PROBE_LINES = "hs-probe", "probe", 2, 1000
 RETRY_429_S = 1.0  # p95 within 10% of plain KubeSpawner's
 
 
@@ -71,6 +76,7 @@ class Size:
     jobs: int
     window: float  # seconds of steady state
     page_requests: int
+    cli_runs: int
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -474,6 +480,68 @@ def restart(hub: Hub, users: list[str]) -> dict:
             "same_pods": before == after and len(after) == len(users)}
 
 
+# ---------------------------------------------------------------- one user's CLI
+
+
+def probe_job(bench) -> dict[str, list[str]]:
+    """One user's 2-worker job whose pods' logs KWOK serves: each pod's expected lines."""
+    from kwok import worker_lines
+
+    bench.cluster.create("/api/v1/namespaces", {"metadata": {"name": PROBE_NS}})
+    work = tempfile.mkdtemp(prefix="hub-scale-probe-", dir=bench.state)
+
+    async def submit():
+        backend = KubernetesBackend(kubeconfig=bench.cluster.kubeconfig, namespace=PROBE_NS)
+        try:
+            await backend.submit(JobSpec(name=PROBE_JOB, command=["python", "train.py"], workers=PROBE_WORKERS),
+                                 workdir=work)
+        finally:
+            await backend.close()
+
+    asyncio.run(submit())
+
+    def running():
+        pods = bench.cluster.request("GET", f"/api/v1/namespaces/{PROBE_NS}/pods")["items"]
+        up = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        return up if len(up) == PROBE_WORKERS else None
+    pods = wait_until(running, 120, "the probe job's pods to run")
+    expected = {}
+    for pod in pods:
+        index = int(pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+        path = os.path.join(work, f"{pod['metadata']['name']}.log")
+        with open(path, "w") as f:
+            f.write(cri_log_lines(worker_lines(index, PROBE_LINES)))
+        bench.cluster.set_pod_log(PROBE_NS, pod["metadata"]["name"], path)
+        expected[f"worker-{index}"] = worker_lines(index, PROBE_LINES)
+    return expected
+
+
+def logs_by_worker(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        match = re.match(r"\[(worker-\d+)\] ", line)
+        found.setdefault(match.group(1) if match else "?", []).append(line[match.end():] if match else line)
+    return found
+
+
+def time_cli(bench, expected: dict[str, list[str]], runs: int) -> dict:
+    """`paddlecloud list` and `logs` in the probe user's namespace: median wall time, checked."""
+    list_cmd, logs_cmd = bench.our(PROBE_NS, "list"), bench.our(PROBE_NS, "logs", PROBE_JOB)
+    # KWOK serves a pod's log once it has seen its Logs object: until then the lines are missing.
+    wait_until(lambda: logs_by_worker(run_timed(logs_cmd, env=bench.env).stdout.decode()) == expected, 120,
+               "KWOK to serve the probe job's logs", interval=1)
+    result = {}
+    for label, cmd in (("list", list_cmd), ("logs", logs_cmd)):
+        done = [run_timed(cmd, env=bench.env) for _ in range(runs)]
+        if label == "list":
+            ok = all(r.code == 0 and [row.split()[0] for row in r.stdout.decode().splitlines()[1:]] == [PROBE_JOB]
+                     for r in done)
+        else:
+            ok = all(r.code == 0 and logs_by_worker(r.stdout.decode()) == expected for r in done)
+        result[label] = {"wall": median([r.wall for r in done]), "ok": ok}
+    return result
+
+
 # ---------------------------------------------------------------- the section
 
 
@@ -484,8 +552,13 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
     users = [f"u{i:04d}" for i in range(size.users)]
     hub_ns = "hub-scale"
     runs: dict[str, dict] = {}
-    with KwokBench(bin_dir, kubectl, ours_cmd, nodes=size.nodes) as bench, Responder() as responder:
+    # Jobs' pods run (KWOK) for as long as the section may take: the overview counts running jobs.
+    with KwokBench(bin_dir, kubectl, ours_cmd, nodes=size.nodes, complete_after="2h") as bench, \
+            Responder() as responder:
         bench.cluster.create("/api/v1/namespaces", {"metadata": {"name": hub_ns}})
+        expected = probe_job(bench)
+        log(f"hub-scale: one user's `paddlecloud list` and `logs`, no other user, {size.cli_runs} runs")
+        cli_alone = time_cli(bench, expected, size.cli_runs)
         for mode in MODES:
             hub = Hub(bench, mode, hub_ns, responder.port)
             asyncio.run(_create_volumes(bench.cluster.kubeconfig, hub.prefix, users, datasets=mode == "ours"))
@@ -514,6 +587,8 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
                     log(f"hub-scale: {size.jobs} jobs of {JOB_WORKERS} workers")
                     jobs = submit_jobs(bench, hub, users, size.jobs)
                     run["pages"] = time_pages(hub, size.page_requests, users, jobs)
+                    log(f"hub-scale: one user's `paddlecloud list` and `logs` among {len(users)} users")
+                    run["cli"] = {"alone": cli_alone, "among": time_cli(bench, expected, size.cli_runs)}
                     log(f"hub-scale: restart with {len(users)} running servers")
                     run["restart"] = restart(hub, users)
                 else:  # the plain hub's notebooks go, so ours starts on the same cluster as plain did
@@ -544,6 +619,8 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
         "after the restart, every server ready again on the same pods": ours["restart"]["same_pods"],
         "the overview lists every running job and the quota page every user":
             all(p["ok"] for p in ours["pages"].values()),
+        "`paddlecloud list` showed the one job and `logs` every line of both workers, in order (both sizes)":
+            all(r["ok"] for at in ours["cli"].values() for r in at.values()),
     }
     correct = all(checks.values())
     q = ratio(p95("ours"), p95("plain"))
@@ -568,6 +645,13 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
                     f"{so['cpu'] * 100:.1f}% / {so['cluster_lists']}",
                     f"{sp['cpu'] * 100:.1f}% / {sp['cluster_lists']} (plain KubeSpawner)", "—",
                     "< 20% of a core", None if smoke else so["cpu"] < CPU_GOAL))
+    cli = ours["cli"]
+    flat = {label: ratio(cli["among"][label]["wall"], cli["alone"][label]["wall"]) for label in ("list", "logs")}
+    rows.append(Row(f"one user's `paddlecloud list` / `logs` (2 × {PROBE_LINES:,} lines): among {n:,} users vs alone",
+                    f"{fmt_s(cli['among']['list']['wall'])} / {fmt_s(cli['among']['logs']['wall'])}",
+                    f"{fmt_s(cli['alone']['list']['wall'])} / {fmt_s(cli['alone']['logs']['wall'])} (alone)",
+                    f"{fmt_ratio(flat['list'])} / {fmt_ratio(flat['logs'])}", f"flat (≤ {CLI_FLAT}×)",
+                    None if smoke else all(q is not None and q <= CLI_FLAT for q in flat.values())))
     lines = [__doc__.split("\n\n", 1)[1].strip(), "",
              f"Size: {n:,} users on {size.nodes} KWOK nodes of 8 GPUs; {size.jobs} jobs of {JOB_WORKERS} workers; "
              f"steady window {size.window:.0f} s; {size.page_requests} requests per page.", "",
