@@ -553,7 +553,7 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
     hub_ns = "hub-scale"
     runs: dict[str, dict] = {}
     # Jobs' pods run (KWOK) for as long as the section may take: the overview counts running jobs.
-    with KwokBench(bin_dir, kubectl, ours_cmd, nodes=size.nodes, complete_after="2h") as bench, \
+    with KwokBench(bin_dir, kubectl, ours_cmd, nodes=size.nodes, complete_after="120m") as bench, \
             Responder() as responder:
         bench.cluster.create("/api/v1/namespaces", {"metadata": {"name": hub_ns}})
         expected = probe_job(bench)
