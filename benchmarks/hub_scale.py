@@ -258,8 +258,12 @@ class Hub:
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            pass
+        try:  # whatever of its session is left (a proxy or service it did not stop)
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
 
     def log_tail(self, chars: int = 3000) -> str:
         try:
@@ -613,9 +617,11 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
     checks = {
         "every spawn of ours succeeded and is ready, one Running pod each":
             not ours["failures"] and ours["ready"] == n and ours["pods"] == n,
-        "every spawn of plain KubeSpawner succeeded and was ready": not plain["failures"] and plain["ready"] == n,
+        # a failed spawn of plain KubeSpawner is its result (reported above), not the harness's
+        "every spawn of plain KubeSpawner that did not fail is ready":
+            plain["ready"] == n - len(plain["failures"]),
         "every server still ready after the steady window (both)":
-            ours["ready_after_window"] == n and plain["ready_after_window"] == n,
+            ours["ready_after_window"] == n and plain["ready_after_window"] == plain["ready"],
         "after the restart, every server ready again on the same pods": ours["restart"]["same_pods"],
         "the overview lists every running job and the quota page every user":
             all(p["ok"] for p in ours["pages"].values()),
