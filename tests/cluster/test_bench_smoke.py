@@ -3,7 +3,7 @@
 checked; this is what keeps `make bench` from breaking unnoticed between its runs.
 
 The KWOK sections start a cluster of their own with KWOK nodes only (no real node: the
-benchmark's KwokBench), as `make bench` does. (`follow-node`, on the real node, has no smoke
+benchmark's KwokBench), as `make bench` does; `hub-scale` starts another, with a real hub. (`follow-node`, on the real node, has no smoke
 test yet: the one written failed in its first CI run and was taken out until it is understood.)"""
 
 from __future__ import annotations
