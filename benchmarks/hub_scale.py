@@ -621,7 +621,7 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
                     run["pages"] = time_pages(hub, size.page_requests, users, jobs)
                     log(f"hub-scale: one user's `paddlecloud list` and `logs` among {len(users)} users")
                     run["cli"] = {"alone": cli_alone, "among": time_cli(bench, expected, size.cli_runs)}
-                    log(f"hub-scale: restart with {len(users)} running servers")
+                    log(f"hub-scale: restart with {len(ready & set(users))} running servers")
                     run["restart"] = restart(hub)
                 else:  # the plain hub's notebooks go, so ours starts on the same cluster as plain did
                     stop_all(hub, users, limit)
@@ -675,7 +675,8 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
                     "—", "< 1 s", None if smoke else bool(
                         max(p["p95"] for p in pages.values()) < PAGE_GOAL_S and all(p["ok"] for p in pages.values()))))
     so, sp = ours["steady"], plain["steady"]
-    rows.append(Row(f"steady state, {n:,} running servers, {size.window:.0f} s: hub CPU / cluster-wide LISTs",
+    rows.append(Row(f"steady state, {ours['ready']:,} running servers (plain: {plain['ready']:,}), "
+                    f"{size.window:.0f} s: hub CPU / cluster-wide LISTs",
                     f"{so['cpu'] * 100:.1f}% / {so['cluster_lists']}",
                     f"{sp['cpu'] * 100:.1f}% / {sp['cluster_lists']} (plain KubeSpawner)", "—",
                     "< 20% of a core", None if smoke else so["cpu"] < CPU_GOAL,
