@@ -47,9 +47,11 @@ LOG_JOB = "bench-logs"
 class KwokBench:
     """One KWOK cluster for every KWOK section, and how to run both tools against it."""
 
-    def __init__(self, bin_dir: str, kubectl: str, ours: list[str], nodes: int, kueue: bool = False):
+    def __init__(self, bin_dir: str, kubectl: str, ours: list[str], nodes: int, kueue: bool = False,
+                 complete_after: str = "10m"):
         self.state = tempfile.mkdtemp(prefix="paddlecloud-bench-")
-        self.cluster = Cluster(self.state, bin_dir, nodes=nodes, complete_after="10m", real_node=False, kueue=kueue)
+        self.cluster = Cluster(self.state, bin_dir, nodes=nodes, complete_after=complete_after, real_node=False,
+                               kueue=kueue)
         self.kubectl = kubectl
         self.ours = ours
         self.env: dict = {}

@@ -24,24 +24,28 @@ from common import REPO, LoadSampler, Row, Section, cpu_model, loadavg, log, too
 if REPO not in sys.path:
     sys.path.insert(1, REPO)
 
-SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "queue", "follow-node", "local", "live")
+SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn", "queue", "hub-scale", "follow-node", "local",
+            "live")
 KWOK_SECTIONS = ("cli", "logs", "follow", "submit", "list", "spawn")
 
 FULL = {"lines": [10_000, 100_000], "read_runs": 7, "cli_runs": 15, "list_jobs": 1000, "list_runs": 7,
         "submit_workers": 64, "submit_runs": 3, "spawns": 100, "spawn_runs": 1, "local_runs": 5,
         "follow_workers": 16, "follow_rate": 200, "follow_seconds": 60,
-        "live_lines": 200, "live_runs": 3, "queue_jobs": 1000, "queue_runs": 20, "queue_list_runs": 7}
+        "live_lines": 200, "live_runs": 3, "queue_jobs": 1000, "queue_runs": 20, "queue_list_runs": 7,
+        "hub": {"users": 1000, "nodes": 500, "jobs": 200, "window": 60.0, "page_requests": 20, "cli_runs": 7}}
 QUICK = {"lines": [10_000, 50_000], "read_runs": 3, "cli_runs": 7, "list_jobs": 200, "list_runs": 3,
          "submit_workers": 64, "submit_runs": 1, "spawns": 20, "spawn_runs": 1, "local_runs": 2,
          "follow_workers": 16, "follow_rate": 200, "follow_seconds": 15,
-         "live_lines": 100, "live_runs": 2, "queue_jobs": 200, "queue_runs": 10, "queue_list_runs": 3}
+         "live_lines": 100, "live_runs": 2, "queue_jobs": 200, "queue_runs": 10, "queue_list_runs": 3,
+         "hub": {"users": 200, "nodes": 100, "jobs": 40, "window": 30.0, "page_requests": 10, "cli_runs": 5}}
 # Smoke: every section's code path and correctness checks at the smallest size that still
 # exercises them (seconds each; tests/local and tests/cluster run it in `make test`, so a
 # rename breaks a test, not the next measurement). Its figures mean nothing.
 SMOKE = {"lines": [20], "read_runs": 1, "cli_runs": 1, "list_jobs": 3, "list_runs": 1,
          "submit_workers": 4, "submit_runs": 1, "spawns": 2, "spawn_runs": 1, "local_runs": 1,
          "follow_workers": 2, "follow_rate": 20, "follow_seconds": 2,
-         "live_lines": 5, "live_runs": 1, "queue_jobs": 5, "queue_runs": 1, "queue_list_runs": 1}
+         "live_lines": 5, "live_runs": 1, "queue_jobs": 5, "queue_runs": 1, "queue_list_runs": 1,
+         "hub": {"users": 5, "nodes": 2, "jobs": 2, "window": 2.0, "page_requests": 2, "cli_runs": 1}}
 
 
 def _interrupted(signum, frame):
@@ -135,6 +139,11 @@ def main(argv=None) -> int:
 
             run_section("queue", lambda: queue_cluster_section(bin_dir, kubectl, [ours], size["queue_jobs"],
                                                                size["queue_runs"], size["queue_list_runs"]))
+        if "hub-scale" in wanted:  # a cluster of its own: its nodes, and a hub against it
+            from hub_scale import Size, hub_scale_section
+
+            run_section("hub-scale", lambda: hub_scale_section(bin_dir, kubectl, [ours], Size(**size["hub"]),
+                                                               smoke=args.smoke))
         if "follow-node" in wanted:
             from follow import follow_node_section
 

@@ -3,7 +3,8 @@
 checked; this is what keeps `make bench` from breaking unnoticed between its runs.
 
 The KWOK sections start a cluster of their own with KWOK nodes only (no real node: the
-benchmark's KwokBench), as `make bench` does; the `queue` section another, with Kueue. (`follow-node`, on the real node, has no smoke
+benchmark's KwokBench), as `make bench` does; the `queue` section another, with Kueue, and
+`hub-scale` another, with a real hub. (`follow-node`, on the real node, has no smoke
 test yet: the one written failed in its first CI run and was taken out until it is understood.)"""
 
 from __future__ import annotations
@@ -38,3 +39,11 @@ def test_the_kueue_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
     assert "did not run" not in report
     for check in ("one Workload per job", "every Workload admitted", "each admitted once"):
         assert f"| {check}" in report, check
+@pytest.mark.timeout(900)
+def test_the_hub_scale_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
+    """A real JupyterHub with our spawner (and one with plain KubeSpawner) on a KWOK
+    cluster of its own: spawns through the REST API, a steady window, jobs and the quota
+    service's pages, a restart with every server running; each step's checks."""
+    report = run_smoke(["hub-scale"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=840)
+    assert "## Hub at 5 users (KWOK)" in report
+    assert "**NO**" not in report
