@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import re
 from decimal import Decimal
 from typing import Iterable, Mapping
@@ -57,6 +58,75 @@ class KueueView:
     cluster_queues: tuple[dict, ...] = ()
     now: datetime.datetime | None = None
     complete: bool = False
+
+    # Worked out once per view: a listing reads every job's place from the same view, and
+    # doing this per job made `paddlecloud list` quadratic in the jobs waiting.
+    @functools.cached_property
+    def queue_map(self) -> dict[tuple[str, str], str]:
+        return local_queue_map(self.local_queues)
+
+    @functools.cached_property
+    def lines(self) -> dict[str, list[dict]]:
+        """Each ClusterQueue's line(): its pending Workloads, first in line first."""
+        waiting: dict[str, list[dict]] = {}
+        for workload in self.workloads:
+            if pending(workload):
+                cq = cluster_queue_of(workload, self.queue_map)
+                if cq:
+                    waiting.setdefault(cq, []).append(workload)
+        return {cq: sorted(workloads, key=order_key) for cq, workloads in waiting.items()}
+
+    @functools.cached_property
+    def places(self) -> dict[str, int]:
+        """A pending Workload's uid -> its 1-based place in its ClusterQueue's line."""
+        return {uid: index + 1 for waiting in self.lines.values() for index, workload in enumerate(waiting)
+                if (uid := (workload.get("metadata") or {}).get("uid"))}
+
+    @functools.cached_property
+    def by_owner_uid(self) -> dict[str, dict]:
+        """An owner's (a Job's) uid -> the first Workload it owns."""
+        owned: dict[str, dict] = {}
+        for workload in self.workloads:
+            for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
+                if ref.get("uid"):
+                    owned.setdefault(ref["uid"], workload)
+        return owned
+
+    def workload_of(self, job: dict) -> dict | None:
+        """owner_workload() of `job` in this view."""
+        metadata = job.get("metadata") or {}
+        if metadata.get("uid"):
+            workload = self.by_owner_uid.get(metadata["uid"])
+            if workload is None or (workload.get("metadata") or {}).get("namespace") in (None, metadata.get("namespace")):
+                return workload
+        return owner_workload(job, self.workloads)
+
+    def gpus_ahead(self, cluster_queue: str, ahead: int, gpu_resource: str) -> Decimal:
+        """What the first `ahead` Workloads in `cluster_queue`'s line ask for of `gpu_resource`."""
+        sums = self._prefix_sums.get((cluster_queue, gpu_resource))
+        if sums is None:
+            sums = [Decimal(0)]
+            for workload in self.lines.get(cluster_queue, ()):
+                sums.append(sums[-1] + requests(workload, gpu_resource).get(gpu_resource, Decimal(0)))
+            self._prefix_sums[(cluster_queue, gpu_resource)] = sums
+        return sums[min(ahead, len(sums) - 1)]
+
+    def running(self, cluster_queue: str, gpu_resource: str) -> list[tuple[Decimal, datetime.datetime | None]]:
+        """(GPUs, deadline) of the admitted, unfinished Workloads of `cluster_queue`."""
+        key = (cluster_queue, gpu_resource)
+        if key not in self._running:
+            self._running[key] = [(requests(w, gpu_resource).get(gpu_resource, Decimal(0)), deadline(w))
+                                  for w in self.workloads if admitted(w) and not holds(w, "Finished")
+                                  and cluster_queue_of(w, self.queue_map) == cluster_queue]
+        return self._running[key]
+
+    @functools.cached_property
+    def _prefix_sums(self) -> dict[tuple[str, str], list[Decimal]]:
+        return {}
+
+    @functools.cached_property
+    def _running(self) -> dict[tuple[str, str], list[tuple[Decimal, datetime.datetime | None]]]:
+        return {}
 
 
 # ------------------------------------------------------------------ reading a Workload
@@ -265,7 +335,7 @@ def evictions(workload: dict) -> int:
 def requeues(job: dict, view: KueueView | None) -> tuple[int, str]:
     """(requeues, why the last one) of a job, from its Workload where it can be read; (0, "")
     otherwise."""
-    workload = owner_workload(job, view.workloads) if view is not None else None
+    workload = view.workload_of(job) if view is not None else None
     if view is None or workload is None or not evictions(workload):
         return 0, ""
     return evictions(workload), interruption(workload, view.cluster_queues, say_requeued=False) or ""
@@ -306,14 +376,18 @@ def estimate_start(need: Decimal, running: list[tuple[Decimal, datetime.datetime
 def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) -> tuple[QueueState, str] | None:
     """The job's QueueState and its message (what it waits for, and an interruption if any),
     from Kueue's objects; None when Kueue has no Workload for it (yet)."""
-    workload = owner_workload(job, view.workloads)
+    workload = view.workload_of(job)
     if workload is None or not pending(workload):
         return None
-    queues = local_queue_map(view.local_queues)
-    cq = cluster_queue_of(workload, queues) or ""
+    cq = cluster_queue_of(workload, view.queue_map) or ""
     title = queue_title(cq, view.cluster_queues) if cq else "the queue"
-    waiting = line(view.workloads, cq, queues) if cq else []
-    place = position(workload, waiting) if view.complete and cq else None
+    waiting = view.lines.get(cq, []) if cq else []
+    uid = (workload.get("metadata") or {}).get("uid")
+    place = None
+    if view.complete and cq:
+        place = view.places.get(uid) if uid else None
+        if place is None:
+            place = position(workload, waiting)
     ahead = place - 1 if place is not None else None
     missing = shortfalls(workload)
     words = waiting_for(missing, title, ahead, gpu_resource)
@@ -323,11 +397,8 @@ def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) ->
         # GPUs: this job's shortfall plus all the jobs ahead of it ask for; freed by the deadlines
         # of the admitted jobs of the same queue.
         short = sum((amount for resource, amount in missing if resource == gpu_resource), Decimal(0))
-        ahead_need = sum((requests(w, gpu_resource).get(gpu_resource, Decimal(0)) for w in waiting[:ahead]),
-                         Decimal(0))
-        running = [(requests(w, gpu_resource).get(gpu_resource, Decimal(0)), deadline(w))
-                   for w in view.workloads if admitted(w) and not holds(w, "Finished")
-                   and cluster_queue_of(w, queues) == cq]
+        ahead_need = view.gpus_ahead(cq, ahead, gpu_resource)
+        running = view.running(cq, gpu_resource)
         if short or ahead_need:
             when = estimate_start(short + ahead_need, running, now)
             if when is not None:
