@@ -70,10 +70,13 @@ def _ended_how(pod: dict) -> str:
     return exit_cause(terminated.get("exitCode") if terminated else None).words
 
 
-def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -> tuple[int, str]:
+def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), spent: int = 0) -> tuple[int, str]:
     """(restarts, why the last one happened) from a job's pods: each restart of a worker
     leaves its old pod behind (Failed), so the most pods any worker index has, less one, is
-    the count; the last replaced pod that did not merely stop for a lost peer says why."""
+    the count; the last replaced pod that did not merely stop for a lost peer says why.
+    `spent`: restarts the Job controller says were used up (a job failed for an index out of
+    restarts), at least: a deleted worker pod leaves nothing behind, and the pods the
+    controller deletes when the job fails are gone too."""
     by_index: dict[int, list[dict]] = {}
     for pod in pods:
         index = worker_index(pod)
@@ -83,9 +86,9 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -
     for index, own in by_index.items():
         own.sort(key=lambda pod: pod["metadata"].get("creationTimestamp") or "")
         replaced += [(index, pod) for pod in own[:-1]]
-    if not replaced:
+    count = max([len(own) - 1 for own in by_index.values()] + [spent])
+    if not count:
         return 0, ""
-    count = max(len(own) for own in by_index.values()) - 1
 
     def finished(item: tuple[int, dict]) -> str:
         return (_terminated(item[1]) or {}).get("finishedAt") or item[1]["metadata"].get("creationTimestamp") or ""
@@ -103,6 +106,8 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = ()) -
                 index = worker_of_pod_name(job_name, involved.get("name") or "")
                 if index is not None:
                     return count, f"worker {index} was stopped: its pod was deleted"
+    if not replaced:
+        return count, ""
     index, pod = (causes or replaced)[-1]
     return count, f"worker {index} {_ended_how(pod)}"
 
@@ -186,9 +191,12 @@ def failure(kind: JobKind, job: dict, workers: dict[int, dict], condition: dict,
         return Reason.DEADLINE_EXCEEDED, f"The job ran longer than its limit of {deadline} seconds and was stopped."
     job_name = job["metadata"]["name"]
     collateral = pods_the_job_controller_deleted(job_name, events)
-    failed = sorted((_terminated(pod).get("finishedAt") or "", index, pod) for index, pod in workers.items()
-                    if (pod.get("status") or {}).get("phase") == "Failed" and _terminated(pod)
-                    and pod["metadata"]["name"] not in collateral)
+    ended = sorted((_terminated(pod).get("finishedAt") or "", index, pod) for index, pod in workers.items()
+                   if (pod.get("status") or {}).get("phase") == "Failed" and _terminated(pod)
+                   and pod["metadata"]["name"] not in collateral)
+    # A worker that stopped for a lost peer (paddle_ext.worker) did not fail the job; where the
+    # lost worker's pod is gone, the kubelet's Killing event below names it.
+    failed = [item for item in ended if _terminated(item[2]).get("exitCode") != PEER_LOST_EXIT_CODE]
     if failed:
         _, index, pod = failed[0]
         terminated = _terminated(pod)
@@ -210,6 +218,9 @@ def failure(kind: JobKind, job: dict, workers: dict[int, dict], condition: dict,
             index = worker_of_pod_name(job_name, involved.get("name") or "")
             if index is not None:
                 return Reason.WORKER_FAILED, f"Worker {index} was stopped before it finished: its pod was deleted."
+    if ended:
+        _, index, pod = ended[0]
+        return Reason.WORKER_FAILED, f"Worker {index} exited with code {_terminated(pod).get('exitCode')}."
     return condition.get("reason") or "Failed", condition.get("message") or "The job failed."
 
 
@@ -422,7 +433,9 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
             phase, reason, message = Phase.RUNNING, Reason.NONE, ""
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
-    restarts, last_restart_reason = restarts_of(pods, metadata["name"], events)
+    # A job failed for an index out of restarts (backoffLimitPerIndex, maxFailedIndexes 0) spent them all.
+    spent = (spec.get("max_restarts") or 0) if failed is not None and failed.get("reason") == "FailedIndexes" else 0
+    restarts, last_restart_reason = restarts_of(pods, metadata["name"], events, spent)
     # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
     # restart seen in the pods names the reason: usually the later event (a readmitted job's pods
     # are all new), though failed pods of a restart before the requeue are kept too.

@@ -1,8 +1,10 @@
 """Restarts on the real node (issue 24): a worker pod deleted mid-run restarts both workers
 (the Indexed Job's backoffLimitPerIndex and podFailurePolicy, paddle_ext.worker making the
 peer exit with the restart code) and the job Succeeds with one restart; a script that exits
-1 fails at once with none. The pod is deleted when its log says the script paused at step 50 (a gate the
-script never leaves on the first attempt), never after a timer.
+1 fails at once with none; a job that loses a worker in every attempt fails once its
+`max_restarts` are spent, with the count and the last reason in `paddlecloud status`. The pod
+is deleted when its log says the script paused at step 50 (a gate the script never leaves in
+the attempts that pause), never after a timer.
 
 Needs the real node and worker images built from this tree (paddle_ext.worker is in the
 worker image); without a shared workspace each pod has an output folder of its own, so the
@@ -10,10 +12,15 @@ restarted workers start from step 0 and say so ("attempt 2: no checkpoint")."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import kubernetes
 
 from cluster_helpers import wait_for
-from test_k8s_backend import SMALL, backend, job_pods, wait_phase
+from test_k8s_backend import SMALL, WORKER, backend, job_pods, wait_phase
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 TRAIN = ["python", "train.py", "--epochs", "4", "--steps", "20", "--checkpoint-every", "10"]
@@ -33,10 +40,11 @@ def log_of(core_v1, namespace, pod) -> str:
         return ""
 
 
-def paused(core_v1, namespace, name):
-    """Both workers' pods, once both logs say the script paused at step 50."""
+def paused(core_v1, namespace, name, old=frozenset()):
+    """Both workers' pods (none of the pods `old`, by uid), once both logs say the script paused
+    at step 50."""
     pods = [pod_of(core_v1, namespace, name, i) for i in (0, 1)]
-    if all(pods) and all(f"rank {i}: paused at step 50" in log_of(core_v1, namespace, pods[i]) for i in (0, 1)):
+    if all(pods) and not {p.metadata.uid for p in pods} & old and all(f"rank {i}: paused at step 50" in log_of(core_v1, namespace, pods[i]) for i in (0, 1)):
         return pods
     return None
 
@@ -75,6 +83,48 @@ async def test_a_script_that_exits_1_fails_at_once_with_no_restart(real_cluster,
         assert job.message.startswith("Worker 1 exited with code 1"), job.message
     finally:
         await jobs.close()
+
+
+async def test_a_job_that_loses_a_worker_in_every_attempt_fails_after_max_restarts_with_the_count(
+        real_cluster, core_v1, namespace, project_folder):
+    """max_restarts 1: worker 1's pod deleted at the gate of attempt 1 (both workers restart) and
+    again at the gate of attempt 2 (--pause-attempts 2: both attempts wait at step 50 until the
+    test has deleted the pod; /tmp/never is never made). The job fails with 1 restart of at most
+    1, the cause named, and `paddlecloud status` says the same."""
+    jobs = backend(real_cluster, namespace)
+    try:
+        await jobs.submit(JobSpec_(name="unlucky", workers=2, max_restarts=1,
+                                   command=[*TRAIN, "--pause-at", "50", "--pause-attempts", "2",
+                                            "--pause-file", "/tmp/never"]))
+        seen: frozenset[str] = frozenset()
+        for attempt in (1, 2):
+            pods = wait_for(lambda old=seen: paused(core_v1, namespace, "unlucky", old), timeout=600, interval=1,
+                            what=f"both workers of attempt {attempt} paused at step 50")
+            seen |= {p.metadata.uid for p in pods}
+            if attempt == 2:  # the restarted workers run as attempt 2 ($PADDLECLOUD_RESTART=1)
+                assert all("attempt 2" in log_of(core_v1, namespace, p) for p in pods)
+            core_v1.delete_namespaced_pod(pods[1].metadata.name, namespace)
+        job = await wait_phase(jobs, "unlucky", ("Succeeded", "Failed"), timeout=600)
+        assert (job.phase, job.reason, job.restarts, job.max_restarts) == ("Failed", "WorkerFailed", 1, 1), \
+            job.to_dict()
+        assert job.message.startswith("Worker 1 was stopped before it finished: its pod was deleted"), job.message
+        assert job.message.endswith(" Restarted 1 of at most 1 times."), job.message
+        assert job.last_restart_reason == "worker 1 was stopped: its pod was deleted", job.last_restart_reason
+        status = cli(real_cluster, namespace, project_folder, "status", "unlucky")
+        assert status.returncode == 0, status.stderr
+        assert "Phase:    Failed" in status.stdout and "Restarted 1 of at most 1 times." in status.stdout, status.stdout
+        assert "Restarts: 1 of at most 1 (now attempt 2 of 2: worker 1 was stopped: its pod was deleted)" \
+            in status.stdout, status.stdout
+    finally:
+        await jobs.close()
+
+
+def cli(cluster, namespace, folder, *args) -> subprocess.CompletedProcess:
+    """`paddlecloud ARGS` on the Kubernetes backend, as a user in a notebook runs it."""
+    env = {**os.environ, "KUBECONFIG": cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes",
+           "PADDLECLOUD_IMAGES": json.dumps([{"name": WORKER}])}
+    return subprocess.run([sys.executable, "-m", "paddle_ext.cli", "--namespace", namespace, *args],
+                          cwd=folder, env=env, capture_output=True, text=True, timeout=300)
 
 
 def JobSpec_(**fields):  # noqa: N802 (a JobSpec with the real node's small requests)

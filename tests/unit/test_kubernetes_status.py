@@ -326,6 +326,26 @@ def test_a_job_out_of_restarts_fails_with_the_count():
     assert result.message == "Worker 1 exited with code 137. Restarted 1 of at most 1 times."
 
 
+def test_a_job_whose_deleted_worker_ran_out_of_restarts_fails_with_the_count_though_the_pods_are_gone():
+    """max_restarts 1, worker 1's pod deleted in both attempts: what is left when the job has
+    failed is worker 0's first pod (stopped for the lost peer); both of worker 1's pods and
+    worker 0's second (deleted by the Job controller as the job failed) are gone. The count
+    is the Job controller's (FailedIndexes: an index out of restarts spent all of them), the
+    cause the kubelet's Killing events (the real-node case: cluster/test_restarts_k8s.py)."""
+    job = condition(make_job(max_restarts=1), "Failed", "FailedIndexes", "Job has failed indexes")
+    pods = [ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:02:05Z")]
+    events = [killing("j-1-aaaaa", "2026-01-01T00:02:00Z"), killing("j-1-bbbbb", "2026-01-01T00:04:00Z"),
+              killing("j-0-ccccc", "2026-01-01T00:04:01Z"), deleted_by_job_controller("j-0-ccccc", "2026-01-01T00:04:01Z")]
+    result = job_from_objects(job, pods, related_events("j", pods, events))
+    assert (result.phase, result.reason, result.restarts, result.attempt) == ("Failed", "WorkerFailed", 1, 2)
+    assert result.message == ("Worker 1 was stopped before it finished: its pod was deleted. "
+                              "Restarted 1 of at most 1 times.")
+    assert result.last_restart_reason == "worker 1 was stopped: its pod was deleted"
+    # Without the events, what is known: worker 0 stopped for a lost peer; still 1 restart.
+    alone = job_from_objects(job, pods, [])
+    assert (alone.restarts, alone.message) == (1, "Worker 0 exited with code 200. Restarted 1 of at most 1 times.")
+
+
 def test_a_deleted_worker_pod_that_is_gone_is_named_by_the_kubelets_killing_event():
     """Worker 1's pod was deleted and is gone; worker 0's old pod stopped for the lost peer."""
     pods = [ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:02:05Z"),
