@@ -123,6 +123,19 @@ def interleave(reps: int, runners: dict, pause: float = 0.0) -> dict[str, list]:
 # ---------------------------------------------------------------- the machine
 
 
+def wait_until(check, timeout: float, what: str, interval: float = 0.5):
+    """Poll `check` until it returns something true, and return that; RuntimeError naming
+    `what` when `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(interval)
+
+
 def loadavg() -> float:
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])

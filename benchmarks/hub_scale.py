@@ -47,7 +47,7 @@ import urllib.request
 
 import psutil
 
-from common import REPO, Row, Section, fmt_ratio, fmt_s, log, median, percentile, ratio, run_timed
+from common import REPO, Row, Section, fmt_ratio, fmt_s, log, median, percentile, ratio, run_timed, wait_until
 
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.ports import free_port
@@ -320,17 +320,6 @@ class Hub:
             if not following:
                 return names
             offset = following["offset"]
-
-
-def wait_until(check, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------- spawns

@@ -498,24 +498,25 @@ def pod_bound(pod: dict) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName"))
 
 
-class BoundWatch:
-    """Watches a namespace's pods (one API watch) and notes when `count` pods of a job are bound
-    (or, with `reached`, have reached another state: e.g. pod_running)."""
+class ListWatch:
+    """One API watch of a list path (`path`, e.g. a namespace's pods), read on a thread of its
+    own from the list's current resourceVersion. Each ADDED or MODIFIED object goes to
+    on_object(); `finished` is set once it returns True, or when the stream ends."""
 
-    def __init__(self, cluster: Cluster, ns: str, job: str, count: int, reached=pod_bound):
-        self.cluster, self.ns, self.job, self.count = cluster, ns, job, count
-        self.reached = reached
-        self.bound: set[str] = set()
-        self.done_at: float | None = None
+    def __init__(self, cluster: Cluster, path: str, what: str, query: str = "", timeout: float = 300):
+        self.cluster, self.path, self.what, self.query, self.timeout = cluster, path, what, query, timeout
         self.ready = threading.Event()
         self.finished = threading.Event()
         self._conn = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def on_object(self, obj: dict) -> bool:
+        raise NotImplementedError
+
     def __enter__(self):
         self._thread.start()
         if not self.ready.wait(30):
-            raise RuntimeError("the pod watch did not start")
+            raise RuntimeError(f"the {self.what} watch did not start")
         return self
 
     def __exit__(self, *exc):
@@ -526,32 +527,48 @@ class BoundWatch:
                 pass
         self._thread.join(10)
 
-    def wait(self, timeout: float) -> float | None:
-        self.finished.wait(timeout)
-        return self.done_at
-
     def _run(self):
         url = urllib.parse.urlsplit(self.cluster.server)
-        rv = self.cluster.request("GET", f"/api/v1/namespaces/{self.ns}/pods?limit=1")["metadata"]["resourceVersion"]
-        selector = urllib.parse.quote(f"{JOB_LABEL}={self.job}")
-        self._conn = http.client.HTTPSConnection(url.hostname, url.port, context=self.cluster._context(), timeout=300)
-        self._conn.request("GET", f"/api/v1/namespaces/{self.ns}/pods?watch=1&resourceVersion={rv}"
-                                  f"&labelSelector={selector}&allowWatchBookmarks=false")
+        rv = self.cluster.request("GET", f"{self.path}?limit=1")["metadata"]["resourceVersion"]
+        self._conn = http.client.HTTPSConnection(url.hostname, url.port, context=self.cluster._context(),
+                                                 timeout=self.timeout)
+        self._conn.request("GET", f"{self.path}?watch=1&resourceVersion={rv}{self.query}&allowWatchBookmarks=false")
         resp = self._conn.getresponse()
         self.ready.set()
         try:
             for line in resp:
                 event = json.loads(line)
-                pod = event.get("object") or {}
-                if event.get("type") in ("ADDED", "MODIFIED") and self.reached(pod):
-                    self.bound.add(pod["metadata"]["name"])
-                    if len(self.bound) >= self.count and self.done_at is None:
-                        self.done_at = time.monotonic()
-                        self.finished.set()
+                if event.get("type") in ("ADDED", "MODIFIED") and self.on_object(event.get("object") or {}):
+                    self.finished.set()
         except (OSError, ValueError, http.client.HTTPException):
             pass
         finally:
             self.finished.set()
+
+
+class BoundWatch(ListWatch):
+    """Watches a namespace's pods (one API watch) and notes when `count` pods of a job are bound
+    (or, with `reached`, have reached another state: e.g. pod_running)."""
+
+    def __init__(self, cluster: Cluster, ns: str, job: str, count: int, reached=pod_bound):
+        super().__init__(cluster, f"/api/v1/namespaces/{ns}/pods", "pod",
+                         query="&labelSelector=" + urllib.parse.quote(f"{JOB_LABEL}={job}"))
+        self.ns, self.job, self.count = ns, job, count
+        self.reached = reached
+        self.bound: set[str] = set()
+        self.done_at: float | None = None
+
+    def wait(self, timeout: float) -> float | None:
+        self.finished.wait(timeout)
+        return self.done_at
+
+    def on_object(self, pod: dict) -> bool:
+        if self.reached(pod):
+            self.bound.add(pod["metadata"]["name"])
+            if len(self.bound) >= self.count and self.done_at is None:
+                self.done_at = time.monotonic()
+                return True
+        return False
 
 
 def submit_section(bench: KwokBench, workers: int, runs: int) -> Section:

@@ -18,19 +18,17 @@ LocalQueues the spawner's (paddle_ext.tenancy.local_queue).
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 
-from common import Row, Section, fmt_ratio, fmt_s, interleave, log, median, percentile, ratio, run_timed
-from kwok import BoundWatch, KwokBench, response_body, table_size
+from common import Row, Section, fmt_ratio, fmt_s, interleave, log, median, percentile, ratio, run_timed, wait_until
+from kwok import BoundWatch, KwokBench, ListWatch, response_body, table_size
 
 from paddle_ext.backends.kubernetes_queue import evictions, holds, owner_workload
 from paddle_ext.manifests import label_selector
@@ -76,17 +74,6 @@ def condition_active(obj: dict) -> bool:
     return holds(obj, "Active")
 
 
-def wait_until(what: str, check, timeout: float, every: float = 0.5):
-    """Poll `check` until it returns something true; RuntimeError naming `what` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(every)
-
 
 def make_queues(bench: KwokBench, backlog_gpus: int) -> tuple[str, str]:
     """The namespaces, the flavor, both team ClusterQueues and the LocalQueues; returns the
@@ -102,10 +89,11 @@ def make_queues(bench: KwokBench, backlog_gpus: int) -> tuple[str, str]:
         c.create(f"{KUEUE_API}/namespaces/{ns}/localqueues",
                  tenancy.local_queue(ns, queues.LOCAL_QUEUE, cq["metadata"]["name"]))
     name = latency["metadata"]["name"]
-    wait_until("the latency ClusterQueue active",
-               lambda: condition_active(c.request("GET", f"{KUEUE_API}/clusterqueues/{name}")), 120)
-    wait_until("its LocalQueue active", lambda: condition_active(
-        c.request("GET", f"{KUEUE_API}/namespaces/{QUEUED_NS}/localqueues/{queues.LOCAL_QUEUE}")), 120)
+    wait_until(lambda: condition_active(c.request("GET", f"{KUEUE_API}/clusterqueues/{name}")), 120,
+               "the latency ClusterQueue active")
+    wait_until(lambda: condition_active(
+        c.request("GET", f"{KUEUE_API}/namespaces/{QUEUED_NS}/localqueues/{queues.LOCAL_QUEUE}")), 120,
+        "its LocalQueue active")
     return name, backlog["metadata"]["name"]
 
 
@@ -123,8 +111,8 @@ def delete_job(bench: KwokBench, ns: str, name: str) -> None:
         except Exception:  # noqa: BLE001 (already gone)
             pass
     selector = urllib.parse.quote(f"{JOB_LABEL}={name}")
-    wait_until(f"{name}'s pods gone",
-               lambda: not c.request("GET", f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")["items"], 120)
+    wait_until(lambda: not c.request("GET", f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")["items"], 120,
+               f"{name}'s pods gone")
 
 
 # ---------------------------------------------------------------- submit -> first pod running
@@ -271,62 +259,27 @@ def lookup_runs(bench: KwokBench, names: list[str], runs: int) -> dict:
 # ---------------------------------------------------------------- admission from the backlog
 
 
-class WorkloadWatch:
+class WorkloadWatch(ListWatch):
     """Watches a namespace's Workloads (one API watch) and stamps, on this machine's monotonic
     clock, when each is first seen admitted; counts Workloads seen admitted, then not."""
 
     def __init__(self, bench: KwokBench, ns: str, count: int):
-        self.cluster, self.ns, self.count = bench.cluster, ns, count
+        super().__init__(bench.cluster, f"{KUEUE_API}/namespaces/{ns}/workloads", "Workload", timeout=900)
+        self.ns, self.count = ns, count
         self.admitted_at: dict[str, float] = {}
         self.readmitted: set[str] = set()
         self.lost: set[str] = set()
-        self.ready = threading.Event()
-        self.finished = threading.Event()
-        self._conn = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self):
-        self._thread.start()
-        if not self.ready.wait(30):
-            raise RuntimeError("the Workload watch did not start")
-        return self
-
-    def __exit__(self, *exc):
-        if self._conn is not None:
-            try:
-                self._conn.sock.shutdown(2)
-            except OSError:
-                pass
-        self._thread.join(10)
-
-    def _run(self):
-        url = urllib.parse.urlsplit(self.cluster.server)
-        rv = self.cluster.request("GET", f"{KUEUE_API}/namespaces/{self.ns}/workloads?limit=1")["metadata"][
-            "resourceVersion"]
-        self._conn = http.client.HTTPSConnection(url.hostname, url.port, context=self.cluster._context(), timeout=900)
-        self._conn.request("GET", f"{KUEUE_API}/namespaces/{self.ns}/workloads?watch=1&resourceVersion={rv}"
-                                  "&allowWatchBookmarks=false")
-        resp = self._conn.getresponse()
-        self.ready.set()
-        try:
-            for line in resp:
-                event = json.loads(line)
-                workload = event.get("object") or {}
-                uid = (workload.get("metadata") or {}).get("uid", "")
-                if event.get("type") not in ("ADDED", "MODIFIED"):
-                    continue
-                if admitted(workload):
-                    if uid in self.lost:
-                        self.readmitted.add(uid)
-                    self.admitted_at.setdefault(uid, time.monotonic())
-                    if len(self.admitted_at) >= self.count:
-                        self.finished.set()
-                elif uid in self.admitted_at:
-                    self.lost.add(uid)
-        except (OSError, ValueError, http.client.HTTPException):
-            pass
-        finally:
-            self.finished.set()
+    def on_object(self, workload: dict) -> bool:
+        uid = (workload.get("metadata") or {}).get("uid", "")
+        if admitted(workload):
+            if uid in self.lost:
+                self.readmitted.add(uid)
+            self.admitted_at.setdefault(uid, time.monotonic())
+            return len(self.admitted_at) >= self.count
+        if uid in self.admitted_at:
+            self.lost.add(uid)
+        return False
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -419,8 +372,8 @@ def queue_section(bench: KwokBench, jobs: int, runs: int, list_runs: int) -> Sec
     log(f"queue: creating {jobs} queued jobs (ClusterQueue held)")
     t_made = time.monotonic()
     names = create_backlog(bench, jobs)
-    wait_until(f"Kueue to make the {jobs} Workloads", lambda: len(workloads(bench, BACKLOG_NS)) >= jobs,
-               max(300.0, jobs * 1.0), every=2)
+    wait_until(lambda: len(workloads(bench, BACKLOG_NS)) >= jobs, max(300.0, jobs * 1.0),
+               f"Kueue to make the {jobs} Workloads", interval=2)
     made_in = time.monotonic() - t_made
     log(f"  {jobs} jobs and their Workloads made in {made_in:.0f}s")
     lookup = lookup_runs(bench, names, list_runs)
