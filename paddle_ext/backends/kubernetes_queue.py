@@ -67,7 +67,7 @@ class KueueView:
 
     @functools.cached_property
     def lines(self) -> dict[str, list[dict]]:
-        """Each ClusterQueue's line(): its pending Workloads, first in line first."""
+        """Each ClusterQueue's line: its pending Workloads, first in line first (order_key)."""
         waiting: dict[str, list[dict]] = {}
         for workload in self.workloads:
             if pending(workload):
@@ -208,13 +208,8 @@ def order_key(workload: dict) -> tuple:
     return (-priority(workload), order_time(workload), metadata.get("namespace", ""), metadata.get("name", ""))
 
 
-def line(workloads: Iterable[dict], cluster_queue: str, queues: Mapping[tuple[str, str], str]) -> list[dict]:
-    """The pending Workloads of `cluster_queue`, first in line first."""
-    return sorted((w for w in workloads if pending(w) and cluster_queue_of(w, queues) == cluster_queue), key=order_key)
-
-
 def position(workload: dict, waiting: list[dict]) -> int | None:
-    """1-based place of `workload` in `waiting` (line()); None if it is not there."""
+    """1-based place of `workload` in `waiting` (a line of KueueView.lines); None if it is not there."""
     uid = (workload.get("metadata") or {}).get("uid")
     key = order_key(workload)
     for index, other in enumerate(waiting):

@@ -67,7 +67,7 @@ def suspended_job(name, ns="paddlecloud-alice"):
 def test_the_line_is_priority_first_then_oldest_first_like_best_effort_fifo():
     wls = [workload("old", created=-50), workload("new", created=-10), workload("urgent", created=-5, priority=100),
            workload("lowest", created=-90, priority=-1), running("busy", 8)]
-    order = [w["metadata"]["name"] for w in kq.line(wls, CQ, kq.local_queue_map(LOCAL_QUEUES))]
+    order = [w["metadata"]["name"] for w in KueueView(tuple(wls), LOCAL_QUEUES).lines[CQ]]
     assert order == ["job-urgent", "job-old", "job-new", "job-lowest"]  # the admitted one is not waiting
 
 
@@ -75,17 +75,16 @@ def test_an_eviction_for_not_starting_in_time_goes_to_the_back_preemption_keeps_
     timed_out = workload("timedout", created=-100, conditions=[cond("Evicted", reason="PodsReadyTimeout", minutes=-1)])
     preempted = workload("preempted", created=-100, conditions=[cond("Evicted", reason="Preempted", minutes=-1)])
     other = workload("other", created=-50)
-    order = [w["metadata"]["name"] for w in kq.line([timed_out, preempted, other], CQ,
-                                                     kq.local_queue_map(LOCAL_QUEUES))]
+    order = [w["metadata"]["name"] for w in KueueView((timed_out, preempted, other), LOCAL_QUEUES).lines[CQ]]
     assert order == ["job-preempted", "job-other", "job-timedout"]
 
 
 def test_only_the_jobs_own_queue_counts_and_position_is_one_based():
-    queues = kq.local_queue_map(LOCAL_QUEUES + (
-        {"metadata": {"name": "default", "namespace": "paddlecloud-dave"}, "spec": {"clusterQueue": "paddlecloud-team-audio"}},))
+    local_queues = LOCAL_QUEUES + (
+        {"metadata": {"name": "default", "namespace": "paddlecloud-dave"}, "spec": {"clusterQueue": "paddlecloud-team-audio"}},)
     mine = workload("mine", created=-10)
-    wls = [workload("a", created=-40), workload("elsewhere", ns="paddlecloud-dave", created=-50), mine]
-    waiting = kq.line(wls, CQ, queues)
+    wls = (workload("a", created=-40), workload("elsewhere", ns="paddlecloud-dave", created=-50), mine)
+    waiting = KueueView(wls, local_queues).lines[CQ]
     assert kq.position(mine, waiting) == 2
     assert kq.position(workload("unknown", ns="paddlecloud-zed"), waiting) is None
 
