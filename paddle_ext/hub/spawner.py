@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 from kubernetes_asyncio.client import (AdmissionregistrationV1Api, CustomObjectsApi, NetworkingV1Api,
                                       RbacAuthorizationV1Api)
 from kubernetes_asyncio.client.rest import ApiException
+from jupyterhub.utils import exponential_backoff
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Instance, default
@@ -47,6 +48,7 @@ _KUBE_API: KubeApi | None = None
 # JupyterHub.template_paths: the spawn page that lists the steps below in view.
 TEMPLATES = str(Path(__file__).with_name("templates"))
 REPLACE_ATTEMPTS = 5  # a cluster-wide object replaced while the API server updates its status
+T = TypeVar("T")
 
 
 def hub_kube_api() -> KubeApi:
@@ -64,6 +66,29 @@ async def run_all(*steps: Awaitable) -> None:
               if isinstance(result, BaseException)]
     if failed:
         raise failed[0]
+
+
+async def retry_timeouts(call: Callable[[], Awaitable[T]], what: str, timeout: float, log=None) -> T:
+    """`call()`, tried again with JupyterHub's exponential backoff while it times out (its
+    request got no answer within KubeSpawner's `k8s_api_request_timeout`), for up to `timeout`
+    seconds in all, as KubeSpawner retries its own pod and PVC creates. A busy hub (a hundred
+    spawns arriving at once) can leave a request unanswered for seconds; failing the spawn for
+    it would leave the user to try again by hand. Only for calls that are safe to repeat: a
+    read, a create that takes 409 as done, a replace."""
+    results: list[T] = []
+
+    async def attempt() -> bool:
+        try:
+            results.append(await call())
+            return True
+        except asyncio.TimeoutError:
+            if log:
+                log.warning("%s: no answer from the Kubernetes API in time; trying again", what)
+            return False
+
+    await exponential_backoff(attempt, f"{what}: the Kubernetes API did not answer within {timeout:g} s",
+                              timeout=timeout)
+    return results[0]
 
 
 async def claim_namespace(api, name: str, expected_labels: dict, timeout: float, log=None) -> None:
@@ -170,12 +195,11 @@ class PaddleCloudSpawner(KubeSpawner):
         settings = self.paddlecloud_settings
         if notebook_gpus(pod_spec, settings.gpu_resource) <= 0:
             return
-        timeout = self.k8s_api_request_timeout
         serialize = self.api.api_client.sanitize_for_serialization
         try:
-            nodes = await asyncio.wait_for(self.api.list_node(), timeout)
-            pods = await asyncio.wait_for(
-                self.api.list_pod_for_all_namespaces(field_selector=LIVE_PODS_SELECTOR), timeout)
+            nodes = await self._request("list nodes", self.api.list_node)
+            pods = await self._request("list pods", lambda: self.api.list_pod_for_all_namespaces(
+                field_selector=LIVE_PODS_SELECTOR))
         except ApiException as exc:
             if exc.status not in (401, 403):
                 raise
@@ -188,8 +212,8 @@ class PaddleCloudSpawner(KubeSpawner):
         custom = CustomObjectsApi(self.api.api_client)
         group, _, version = kind.api_version.rpartition("/")
         try:
-            jobs = (await asyncio.wait_for(custom.list_cluster_custom_object(group, version, kind.plural),
-                                           timeout)).get("items") or []
+            jobs = (await self._request(f"list {kind.plural}", lambda: custom.list_cluster_custom_object(
+                group, version, kind.plural))).get("items") or []
         except ApiException as exc:
             self.log.warning("Could not list %s for the GPU check (%s): no time limits known", kind.plural, exc.reason)
             jobs = []
@@ -211,9 +235,17 @@ class PaddleCloudSpawner(KubeSpawner):
             self._step(f"Home volume {pvc.metadata.name} ready")
         return created
 
+    def _request(self, what: str, make: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        """One API request of our spawn steps: `k8s_api_request_timeout` per try, tried again while
+        it times out for up to `k8s_api_request_retry_timeout` (retry_timeouts). `make` makes the
+        request anew for each try; every request made here is safe to repeat."""
+        return retry_timeouts(lambda: asyncio.wait_for(make(), self.k8s_api_request_timeout),
+                              f"{what} ({self.user.name}'s spawn)", self.k8s_api_request_retry_timeout, self.log)
+
     async def _create_ignoring_conflict(self, create: Callable, *args) -> None:
+        # A create whose answer timed out may have been made all the same: its retry's 409 says so.
         try:
-            await asyncio.wait_for(create(*args), self.k8s_api_request_timeout)
+            await self._request(create.__name__.replace("_", " "), lambda: create(*args))
         except ApiException as exc:
             if exc.status != 409:
                 raise
@@ -224,11 +256,12 @@ class PaddleCloudSpawner(KubeSpawner):
         """Create the object, or replace the one there: a changed site setting reaches
         namespaces made before it."""
         try:
-            await asyncio.wait_for(create(ns, body), self.k8s_api_request_timeout)
+            await self._request(create.__name__.replace("_", " "), lambda: create(ns, body))
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            await asyncio.wait_for(replace(body["metadata"]["name"], ns, body), self.k8s_api_request_timeout)
+            await self._request(replace.__name__.replace("_", " "),
+                                lambda: replace(body["metadata"]["name"], ns, body))
 
     async def _ensure_service_policy(self) -> None:
         if PaddleCloudSpawner._policy_ensured or not self.service_exposure_policy:
@@ -268,9 +301,9 @@ class PaddleCloudSpawner(KubeSpawner):
 
     async def _create_or_replace_cluster_object(self, create: Callable, read: Callable, replace: Callable,
                                                 body: dict) -> None:
-        timeout, name = self.k8s_api_request_timeout, body["metadata"]["name"]
+        name = body["metadata"]["name"]
         try:
-            await asyncio.wait_for(create(body), timeout)
+            await self._request(f"create {body['kind']} {name}", lambda: create(body))
             return
         except ApiException as exc:
             if exc.status != 409:
@@ -278,21 +311,26 @@ class PaddleCloudSpawner(KubeSpawner):
         # The API server writes a new policy's status (its type check) right after it is made,
         # so a replace may lose that race (409): read again and retry.
         for attempt in range(REPLACE_ATTEMPTS):
-            current = await asyncio.wait_for(read(name), timeout)
+            current = await self._request(f"read {body['kind']} {name}", lambda: read(name))
             newer = {**body, "metadata": {**body["metadata"], "resourceVersion": current.metadata.resource_version}}
             try:
-                await asyncio.wait_for(replace(name, newer), timeout)
+                await self._request(f"replace {body['kind']} {name}", lambda newer=newer: replace(name, newer))
                 return
             except ApiException as exc:
                 if exc.status != 409 or attempt == REPLACE_ATTEMPTS - 1:
                     raise
 
     async def _ensure_namespace(self):
-        await run_all(super()._ensure_namespace(), self._ensure_service_policy(), self._ensure_pod_policy())
+        # KubeSpawner's namespace create gives up when its request times out: tried again here.
+        create_namespace = retry_timeouts(super()._ensure_namespace, f"create namespace {self.namespace}",
+                                          self.k8s_api_request_retry_timeout, self.log)
+        await run_all(create_namespace, self._ensure_service_policy(), self._ensure_pod_policy())
         # KubeSpawner takes a namespace that exists already (409) as it is: nothing is bound or
         # replaced in it unless it is ours, and its Pod Security labels are made sure each time.
-        await claim_namespace(self.api, self.namespace, self._expand_all(self.user_namespace_labels),
-                              self.k8s_api_request_timeout, self.log)
+        await retry_timeouts(lambda: claim_namespace(self.api, self.namespace,
+                                                     self._expand_all(self.user_namespace_labels),
+                                                     self.k8s_api_request_timeout, self.log),
+                             f"read namespace {self.namespace}", self.k8s_api_request_retry_timeout, self.log)
         self._step(f"Namespace {self.namespace} ready")
         # What follows needs the namespace and nothing of each other: made at once, each step
         # reported as it finishes, so a spawn waits for the slowest call and not for their sum.
@@ -378,7 +416,8 @@ class PaddleCloudSpawner(KubeSpawner):
         gpu = self.paddlecloud_settings.gpu_resource
         gpus = int(self.extra_resource_guarantees.get(gpu, 0) or self.extra_resource_limits.get(gpu, 0) or 0)
         request = notebook_request(self.cpu_guarantee, self.mem_guarantee, gpus)
-        quotas = await self.api.list_namespaced_resource_quota(self.namespace)
+        quotas = await self._request("list resource quotas",
+                                     lambda: self.api.list_namespaced_resource_quota(self.namespace))
         for quota in quotas.items:
             limits, in_use = resource_quota_terms(self.api.api_client.sanitize_for_serialization(quota), gpu)
             try:
