@@ -39,6 +39,8 @@ COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 INDEX_FAILURE_COUNT_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
 KUBEFLOW_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# What Kueue labels the Workload of a Job with: the Job's uid (selects one job's Workload).
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # Kueue copies it into the Workload's maximumExecutionTimeSeconds (and enforces it): the job's
 # --max-runtime, which the queue's start estimates read.
 KUEUE_MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"

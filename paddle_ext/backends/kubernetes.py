@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
-                         GPU_RESOURCE, JOB_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUEUE_ANNOTATION, QUOTA_NAME,
+                         GPU_RESOURCE, JOB_LABEL, KUEUE_JOB_UID_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUEUE_ANNOTATION, QUOTA_NAME,
                          SPEC_ANNOTATION, WORKSPACE_CLAIM_ENV,
                          WORKSPACE_MOUNT_ENV)
 from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
@@ -452,13 +452,15 @@ class KubernetesBackend(JobBackend):
         return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
 
     async def _own_workloads(self, job: dict) -> KueueView | None:
-        """With Kueue, a started job's namespace's Workloads: how often Kueue requeued it (its
-        Workload's eviction count), where the queue view is not read (the job is not queued)."""
+        """With Kueue, a started job's own Workload (selected by the job's uid, the label Kueue
+        gives it): how often Kueue requeued it (its eviction count), where the queue view is not
+        read (the job is not queued)."""
         if not self.queue_name or self.kind.has_finished(job) or ("workloads", self.namespace) in self._kueue_denied:
             return None
         try:
             data = await self._call("list Kueue workloads", "list",
-                                    api_path(KUEUE_API_VERSION, "workloads", self.namespace))
+                                    api_path(KUEUE_API_VERSION, "workloads", self.namespace),
+                                    labelSelector=f"{KUEUE_JOB_UID_LABEL}={(job.get('metadata') or {}).get('uid', '')}")
         except Forbidden:
             self._kueue_denied.add(("workloads", self.namespace))
             return None
