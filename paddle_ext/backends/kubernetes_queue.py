@@ -327,13 +327,54 @@ def evictions(workload: dict) -> int:
     return max(count, 1 if holds(workload, "Evicted") else 0)
 
 
+# Kueue's words for why it preempted (in the Preempted condition's message) -> its reason.
+PREEMPTION_REASONS = {"reclamation within the cohort": "InCohortReclamation",
+                      "reclamation within the cohort while borrowing": "InCohortReclaimWhileBorrowing",
+                      "prioritization in the ClusterQueue": "InClusterQueue",
+                      "Fair Sharing within the cohort": "InCohortFairSharing"}
+_PREEMPTION_WORDS = re.compile(r"\bdue to ([^;]+);")
+_EARLIER = "Previously: "  # how Kueue keeps an Evicted or Preempted condition's message once readmitted
+PODS_READY_TIMEOUT_MESSAGE = "Exceeded the PodsReady timeout"
+
+
+def as_interrupted(workload: dict) -> dict | None:
+    """A readmitted Workload as it was when Kueue last sent it back, or None. On readmission
+    Kueue turns its Evicted and Preempted conditions False, with the readmission's reason and
+    "Previously: " before their message (kueue pkg/workload resetActiveCondition); the reason
+    is read back from those messages, and the later of the two reset conditions is the last
+    interruption."""
+    conds = conditions(workload)
+    earlier = {kind: cond for kind, cond in conds.items() if kind in ("Evicted", "Preempted")
+               and cond.get("status") == "False" and str(cond.get("message") or "").startswith(_EARLIER)}
+    if not earlier:
+        return None
+    evicted, preempted = earlier.get("Evicted"), earlier.get("Preempted")
+    as_was: list[dict] = []
+    if preempted is not None and (evicted is None or str(preempted.get("lastTransitionTime") or "")
+                                  >= str(evicted.get("lastTransitionTime") or "")):
+        message = str(preempted["message"]).removeprefix(_EARLIER)
+        words = _PREEMPTION_WORDS.search(message)
+        as_was.append({"type": "Preempted", "status": "True", "message": message,
+                       "reason": PREEMPTION_REASONS.get(words.group(1).strip() if words else "", "")})
+    elif evicted is not None:
+        message = str(evicted["message"]).removeprefix(_EARLIER)
+        reason = "PodsReadyTimeout" if message.startswith(PODS_READY_TIMEOUT_MESSAGE) else ""
+        as_was.append({"type": "Evicted", "status": "True", "message": message, "reason": reason})
+    return {**workload, "status": {**(workload.get("status") or {}), "conditions": as_was}}
+
+
 def requeues(job: dict, view: KueueView | None) -> tuple[int, str]:
-    """(requeues, why the last one) of a job, from its Workload where it can be read; (0, "")
-    otherwise."""
+    """(requeues, why the last one) of a job, from its Workload where it can be read, also
+    once it is admitted again; (0, "") otherwise."""
     workload = view.workload_of(job) if view is not None else None
-    if view is None or workload is None or not evictions(workload):
+    count = evictions(workload) if workload is not None else 0
+    if view is None or workload is None or not count:
         return 0, ""
-    return evictions(workload), interruption(workload, view.cluster_queues, say_requeued=False) or ""
+    why = interruption(workload, view.cluster_queues, say_requeued=False)
+    if why is None:
+        readmitted = as_interrupted(workload)
+        why = interruption(readmitted, view.cluster_queues, say_requeued=False) if readmitted else None
+    return count, why or ""
 
 
 # ------------------------------------------------------------------ the estimate

@@ -235,5 +235,35 @@ def test_a_preempted_job_is_read_as_requeued_with_why_and_a_readmitted_one_keeps
     readmitted["status"]["conditions"] = [cond("QuotaReserved"), cond("Admitted")]
     job = job_from_objects(running, [], [], kueue=view(readmitted))
     assert (job.requeues, job.attempt) == (2, 3)
-    assert job.attempt_line() == "attempt 3 of 3"  # the Workload no longer says why
+    assert job.attempt_line() == "attempt 3 of 3"  # a Workload that no longer says why
     assert job_from_objects(running, [], []).requeues == 0  # no Workload read: none known
+
+
+def readmitted_after(*interruptions):
+    """A Workload admitted again, its conditions as Kueue v0.17 leaves them: each (kind, message,
+    minutes) condition turned False with "Previously: " before its message at the readmission."""
+    wl = workload("mine", conditions=[cond("QuotaReserved", minutes=-1), cond("Admitted", minutes=-1)] + [
+        cond(kind, "False", "QuotaReserved", "Previously: " + message, minutes) for kind, message, minutes in interruptions])
+    wl["status"]["schedulingStats"] = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    return wl
+
+
+def test_a_readmitted_job_still_says_why_it_was_sent_back():
+    running = suspended_job("mine")
+    running["spec"]["suspend"] = False
+
+    def line(wl):
+        return job_from_objects(running, [], [], kueue=view(wl)).attempt_line()
+
+    assert line(readmitted_after(("Evicted", PREEMPTED_BY_AUDIO, -1), ("Preempted", PREEMPTED_BY_AUDIO, -1))) == \
+        "attempt 2 of 2: preempted: team audio reclaimed its GPUs"
+    inside = PREEMPTED_BY_AUDIO.replace("reclamation within the cohort", "prioritization in the ClusterQueue")
+    assert line(readmitted_after(("Evicted", inside, -1), ("Preempted", inside, -1))) == \
+        "attempt 2 of 2: preempted: a higher-priority job in the same queue needed its resources"
+    # Preempted long ago, then evicted for workers that did not start: the later one is the last.
+    assert line(readmitted_after(("Preempted", PREEMPTED_BY_AUDIO, -50),
+                                 ("Evicted", "Exceeded the PodsReady timeout ns/job-mine", -1))).startswith(
+        "attempt 2 of 2: evicted: not all of its workers could start in time")
+    assert line(readmitted_after(("Evicted", "The ClusterQueue is stopped.", -1))) == \
+        "attempt 2 of 2: evicted by Kueue: The ClusterQueue is stopped"
+    assert kq.as_interrupted(workload("fresh", conditions=[cond("QuotaReserved")])) is None
