@@ -437,7 +437,8 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
     job_a = wait_for(lambda: (lambda j: j.phase == Phase.RUNNING and j)(read_a()), timeout=60,
                      what="team a's job running again")
     assert (job_a.requeues, job_a.restarts, job_a.attempt) == (1, 0, 2), job_a.to_dict()
-    assert job_a.attempt_line().startswith("attempt 2 of 4"), job_a.attempt_line()
+    # Readmitted, the job still says why its first attempt ended (Kueue's "Previously: " conditions).
+    assert job_a.attempt_line() == f"attempt 2 of 4: preempted: {team_b} reclaimed its GPUs", job_a.attempt_line()
     # Its pods hold 12 of the KWOK nodes' 16 GPUs for an hour: gone before the next test.
     release(batch_v1, a_ns, "wide")
     wait_for(lambda: not pods_of(core_v1, a_ns, "wide"), timeout=60, what="team a's workers gone")
