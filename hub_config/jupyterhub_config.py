@@ -74,6 +74,10 @@ c.JupyterHub.db_url = f"sqlite:///{os.path.join(state_dir, 'jupyterhub.sqlite')}
 c.JupyterHub.cookie_secret_file = os.path.join(state_dir, "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.pid_file = os.path.join(state_dir, "proxy.pid")
 c.JupyterHub.cleanup_servers = False  # notebooks outlive a hub restart
+# After a restart the hub checks every running server (their pods) before it answers; with
+# hundreds running that takes longer than its 10 s default wait, so it answers after at most a
+# second and the checks finish in the background (a server not yet checked shows as pending).
+c.JupyterHub.init_spawners_timeout = 1
 
 # --- Authentication -----------------------------------------------------------------
 # No default on purpose: a shared GPU cluster must not start with an open door.
