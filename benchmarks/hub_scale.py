@@ -387,14 +387,23 @@ def notebook_pods(bench, prefix: str) -> dict[str, str]:
             if p["metadata"]["namespace"].startswith(prefix + "-") and (p.get("status") or {}).get("phase") == "Running"}
 
 
-def stop_all(hub: Hub, users: list[str], limit: int) -> None:
-    """Stop every server through the REST API and wait until the hub reports none."""
+def stop_all(hub: Hub, users: list[str], limit: int) -> int:
+    """Stop every server through the REST API and wait until the hub reports none and their
+    pods are gone; the number of notebook pods the hub left behind (spawns it gave up on whose
+    pod was made all the same), which are deleted here so the next hub starts on a clean cluster."""
     import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(limit, 32)) as pool:
         list(pool.map(lambda name: hub.call("DELETE", f"/users/{name}/server"), users))
-    wait_until(lambda: not hub.ready_users() and not notebook_pods(hub.bench, hub.prefix), 600,
-               f"the {hub.mode} hub's servers to stop", interval=2)
+    wait_until(lambda: not hub.ready_users(), 600, f"the {hub.mode} hub to report no server running", interval=2)
+    selector = "/api/v1/pods?labelSelector=component%3Dsingleuser-server"
+    left = [p["metadata"] for p in hub.bench.cluster.request("GET", selector)["items"]
+            if p["metadata"]["namespace"].startswith(hub.prefix + "-") and not p["metadata"].get("deletionTimestamp")]
+    for pod in left:
+        hub.bench.cluster.request("DELETE", f"/api/v1/namespaces/{pod['namespace']}/pods/{pod['name']}")
+    wait_until(lambda: not notebook_pods(hub.bench, hub.prefix), 600, f"the {hub.mode} hub's notebook pods to go",
+               interval=2)
+    return len(left)
 
 
 # ---------------------------------------------------------------- steady state, pages, restart
@@ -613,7 +622,7 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
                     log(f"hub-scale: restart with {len(ready & set(users))} running servers")
                     run["restart"] = restart(hub)
                 else:  # the plain hub's notebooks go, so ours starts on the same cluster as plain did
-                    stop_all(hub, users, limit)
+                    run["left_pods"] = stop_all(hub, users, limit)
             except Exception:
                 log(f"the {mode} hub's log (end):\n{hub.log_tail()}")
                 raise
@@ -694,6 +703,8 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
     both("all spawns (wall)", lambda x: fmt_s(x["wall"]))
     both("answers 429 (the hub's limit) retried", lambda x: str(sum(s["retries"] for s in x["spawns"])))
     both("servers ready / notebook pods Running", lambda x: f"{x['ready']} / {x['pods']}")
+    lines.append(f"| notebook pods left after every server was stopped (deleted by the benchmark) | "
+                 f"{plain.get('left_pods', '—')} | not stopped (the restart runs next) |")
     both("hub RSS after the spawns (peak)", lambda x: f"{x['rss_after_spawns'][0]:.0f} MiB "
                                                       f"({x['rss_after_spawns'][1]:.0f} MiB)")
     both("hub start + N spawns: cluster-wide LISTs (every client)",

@@ -178,6 +178,26 @@ class PaddleCloudSpawner(KubeSpawner):
         async for event in super().progress():
             yield event
 
+    @property
+    def events(self):
+        """KubeSpawner's `events` (this pod's events since the start's marker, oldest first), with
+        the pod's events picked out before they are sorted instead of after: with user namespaces
+        the event reflector holds every user's events, and each spawn page in progress sorted all
+        of them once a second (a fifth of the hub's CPU with 100 spawns arriving at once)."""
+        if not self.event_reflector:
+            return []
+        mine = sorted((event for event in self.event_reflector.resources.values()
+                       if event["involvedObject"].get("name") == self.pod_name
+                       and event["involvedObject"].get("namespace", self.namespace) == self.namespace),
+                      key=lambda event: event["lastTimestamp"] or event["eventTime"])
+        events: list[dict] = []
+        for event in mine:
+            if self._last_event and event["metadata"]["uid"] == self._last_event:
+                events = []  # only what came after the marker
+            else:
+                events.append(event)
+        return events
+
     async def _make_create_pod_request(self, pod, request_timeout):
         if self.refuse_gpu_spawn_when_full and not self._gpu_room_checked:
             self._gpu_room_checked = True  # once per start: KubeSpawner retries this request on a conflict

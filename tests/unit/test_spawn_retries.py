@@ -121,3 +121,31 @@ async def test_only_a_timeout_is_tried_again():
 
     assert await retry_timeouts(slow_then_done, "create role", timeout=30) == "made"
     assert len(tries) == 4
+
+
+def test_the_spawn_page_reads_the_same_events_as_kubespawner_without_sorting_everyones(monkeypatch):
+    """`events` picks this pod's events out of every user's before sorting: the same list as
+    KubeSpawner's own (which sorts all of them first), events of a same-named pod in another
+    namespace left out, and only what follows the start's marker."""
+    from kubespawner import KubeSpawner
+
+    api = FirstTryUnansweredApi({})
+    spawner = spawner_with(monkeypatch, api, retry_timeout=30)
+
+    def event(uid, name, namespace, second):
+        return {"metadata": {"uid": uid}, "involvedObject": {"name": name, "namespace": namespace},
+                "lastTimestamp": f"2026-12-02T10:00:{second:02d}Z", "eventTime": None}
+
+    ours = [event(f"e{i}", spawner.pod_name, spawner.namespace, 50 - i) for i in range(6)]
+    others = [event(f"o{i}", f"jupyter-other{i}", f"paddlecloud-other{i}", i) for i in range(40)]
+    resources = {e["metadata"]["uid"]: e for e in others[:20] + ours + others[20:]}
+    spawner.events_enabled = True
+    monkeypatch.setitem(KubeSpawner.reflectors, spawner._get_reflector_key("events"), SimpleNamespace(
+        resources=resources, events=sorted(resources.values(), key=lambda e: e["lastTimestamp"])))
+    for marker in (None, "e3"):
+        spawner._last_event = marker
+        assert spawner.events == KubeSpawner.events.fget(spawner)
+    assert [e["metadata"]["uid"] for e in spawner.events] == ["e2", "e1", "e0"]
+    elsewhere = event("x", spawner.pod_name, "paddlecloud-someone-else", 59)
+    resources["x"] = elsewhere
+    assert elsewhere not in spawner.events
