@@ -146,9 +146,9 @@ class KubernetesUsage:
     def _read_per_user(self, denied: Forbidden) -> None:
         if not self._told_per_user:
             self._told_per_user = True
-            log.warning("Reading every user's namespace on its own, a few requests per user, for the quota pages: "
-                        "%s Grant the hub's account list on jobs, pods, events and resourcequotas cluster-wide "
-                        "to read them all in a few requests.", denied.message)
+            log.warning("The quota pages read each user's namespace on its own, a few requests per user: %s "
+                        "To read every user's jobs in a few requests, let this account list jobs, pods, events "
+                        "and resourcequotas cluster-wide (the chart's ClusterRole does).", denied.message)
 
     async def _list(self, action: str, path: str, **params: str) -> list[dict]:
         """The items of one cluster-wide list."""
