@@ -116,7 +116,7 @@ def _matches_labels(obj: dict, selector: str) -> bool:
 
 
 def _matches_fields(obj: dict, selector: str) -> bool:
-    for term in selector.split(","):
+    for term in filter(None, selector.split(",")):
         key, op, value = re.fullmatch(r"([\w.]+)(!=|=)(.*)", term).groups()
         if (_field(obj, key) == value) != (op == "="):
             return False
@@ -143,7 +143,7 @@ class ClusterApi:
         items = [obj for obj in self.objects.get(parts[-1], [])
                  if namespace in (None, obj["metadata"]["namespace"])
                  and _matches_labels(obj, params.get("labelSelector", ""))
-                 and _matches_fields(obj, params.get("fieldSelector", "metadata.namespace!="))]
+                 and _matches_fields(obj, params.get("fieldSelector", ""))]
         return {"items": copy.deepcopy(items)}
 
     list = get
