@@ -150,11 +150,12 @@ class KubernetesUsage:
                         "To read every user's jobs in a few requests, let this account list jobs, pods, events "
                         "and resourcequotas cluster-wide (the chart's ClusterRole does).", denied.message)
 
-    async def _list(self, action: str, path: str, **params: str) -> list[dict]:
-        """The items of one cluster-wide list."""
+    async def _list(self, action: str, path: str, method: str = "list", **params: str) -> list[dict]:
+        """The items of one cluster-wide list (`method` "get" for objects without a spec, which
+        KubeApi.list does not trim)."""
         from ..backends.kubernetes import call_api
 
-        data = await call_api(lambda: self.api, action, "list", path, namespace="", gpu_resource=self.gpu_resource,
+        data = await call_api(lambda: self.api, action, method, path, namespace="", gpu_resource=self.gpu_resource,
                               **params)
         return data.get("items", [])
 
@@ -175,7 +176,7 @@ class KubernetesUsage:
         refusals: list[dict] = []
         if any(refusals_needed(kind, jobs[namespace], open_job_pods(kind, jobs[namespace], pods[namespace]))
                for namespace in jobs):
-            refusals = await self._list("list events", api_path("v1", "events"), fieldSelector="reason=FailedCreate")
+            refusals = await self._list("list events", api_path("v1", "events"), "get", fieldSelector="reason=FailedCreate")
         return views_by_namespace(jobs, pods, by_namespace(refusals, namespaces), kind=kind, gpu_resource=self.gpu_resource)
 
     async def _in_use(self, namespaces: Iterable[str]) -> dict[str, dict[str, Decimal]]:
