@@ -17,7 +17,7 @@ import dataclasses
 import json
 import os
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
@@ -40,7 +40,8 @@ from ..timestamps import now, now_iso
 from .base import JobBackend, code_not_stored
 from .kubernetes_progress import related_events
 from .kubernetes_queue import KueueView
-from .kubernetes_status import container_started, enforced_workers, job_from_objects, max_free_gpus, pods_by_worker
+from .kubernetes_status import (container_started, enforced_workers, job_from_objects, job_views, max_free_gpus,
+                                open_jobs, pods_by_worker, refusals_needed)
 
 # What only some commands need is imported where it is used, so that `paddlecloud list`
 # does not pay for it at start: the quota model (quota, submit's preflight), the code
@@ -53,17 +54,35 @@ DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
 
 def user_error(exc: KubeApiError, action: str, namespace: str, gpu_resource: str = GPU_RESOURCE) -> PaddleCloudError:
-    """What an API error means for the user who asked to `action` (e.g. 'list jobs')."""
+    """What an API error means for the user who asked to `action` (e.g. 'list jobs') in
+    `namespace` (empty: in every namespace at once)."""
     if exc.status == 403 and "exceeded quota" in exc.message:
         from ..quota.model import parse_quota_rejection
 
         return QuotaExceeded(parse_quota_rejection(exc.message, gpu_resource))
     if exc.status in (401, 403):
-        return Forbidden(f"You are not allowed to {action} in namespace '{namespace}' "
-                         f"(Kubernetes said: {exc.message}).")
+        where = f"in namespace '{namespace}'" if namespace else "across all namespaces"
+        return Forbidden(f"You are not allowed to {action} {where} (Kubernetes said: {exc.message}).")
     if exc.status in (400, 422):
         return InvalidRequest(f"Kubernetes rejected the request to {action}: {exc.message}")
     return BackendUnavailable(exc.describe(action))
+
+
+async def call_api(api: Callable[[], KubeApi], action: str, method: str, path: str, *, namespace: str,
+                   gpu_resource: str = GPU_RESOURCE, expect: tuple[int, ...] = (), **params: Any) -> Any:
+    """One API request (`api` gives the client: credentials are read on first use) to `action`
+    in `namespace` (empty: every namespace); errors become user errors, except statuses in
+    `expect`, which the caller handles (raised as KubeApiError)."""
+    try:
+        return await getattr(api(), method)(path, **params)
+    except KubeApiError as exc:
+        if exc.status in expect:
+            raise
+        raise user_error(exc, action, namespace, gpu_resource) from exc
+    except KubeUnreachable as exc:
+        raise BackendUnavailable(f"{exc} (while trying to {action})") from exc
+    except KubeConfigError as exc:
+        raise BackendUnavailable(f"No Kubernetes credentials: {exc}") from exc
 
 
 class KubernetesBackend(JobBackend):
@@ -142,17 +161,8 @@ class KubernetesBackend(JobBackend):
     async def _call(self, action: str, method: str, path: str, *, expect: tuple[int, ...] = (), **kwargs) -> Any:
         """One API request; errors become user errors, except statuses in `expect`, which
         the caller handles (raised as KubeApiError)."""
-        try:
-            api = self.api
-            return await getattr(api, method)(path, **kwargs)
-        except KubeApiError as exc:
-            if exc.status in expect:
-                raise
-            raise user_error(exc, action, self.namespace, self.gpu_resource) from exc
-        except KubeUnreachable as exc:
-            raise BackendUnavailable(f"{exc} (while trying to {action})") from exc
-        except KubeConfigError as exc:
-            raise BackendUnavailable(f"No Kubernetes credentials: {exc}") from exc
+        return await call_api(lambda: self.api, action, method, path, namespace=self.namespace,
+                              gpu_resource=self.gpu_resource, expect=expect, **kwargs)
 
     def _path(self, plural: str, name: str | None = None, api_version: str = "v1", subresource: str | None = None) -> str:
         return api_path(api_version, plural, self.namespace, name, subresource)
@@ -469,23 +479,21 @@ class KubernetesBackend(JobBackend):
         return KueueView(tuple(data.get("items", [])), now=now())
 
     async def list(self) -> list[Job]:
+        views = await self.list_views()
+        for job, view in views:
+            await self._stop_refused(job, view)
+        return [view for _, view in views]
+
+    async def list_views(self) -> list[tuple[dict, Job]]:
+        """Every job's object and view, newest first, changing nothing (list() then stops the
+        jobs Kubernetes refuses for good): the pods of the jobs not succeeded (open_jobs), and
+        the FailedCreate events only when a job has no pods (one request)."""
         items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])
-        # A job Kubernetes reports succeeded says all a listing shows of its workers (each
-        # exited 0): only the other jobs' pods are read, which saves most of the bytes (and
-        # the JSON decoding) of a namespace with a long history.
-        open_jobs = [job["metadata"]["name"] for job in items if not self.kind.has_succeeded(job)]
-        pods = await self._pods(jobs_selector(open_jobs)) if open_jobs else []
-        by_job: dict[str, list[dict]] = {}
-        for pod in pods:
-            by_job.setdefault((pod["metadata"].get("labels") or {}).get(JOB_LABEL, ""), []).append(pod)
-        refusals: dict[str, list[dict]] = {}
-        if any(not by_job.get(job["metadata"]["name"]) and not self.kind.has_finished(job) for job in items):
-            for event in await self._failed_creations():  # one request, only when a job has no pods
-                refusals.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
+        names = open_jobs(self.kind, items)
+        pods = await self._pods(jobs_selector(names)) if names else []
+        refusals = await self._failed_creations() if refusals_needed(self.kind, items, pods) else []
         kueue = await self._kueue_view(items)
-        result = [await self._settle(job, by_job.get(job["metadata"]["name"], []),
-                                     refusals.get(job["metadata"]["name"], []), kueue) for job in items]
-        return sorted(result, key=lambda job: job.created or "", reverse=True)
+        return job_views(items, pods, refusals, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
 
     async def _failed_creations(self) -> list[dict]:
         try:
@@ -498,11 +506,15 @@ class KubernetesBackend(JobBackend):
         """The job's state; one whose pods Kubernetes refuses for good (a LimitRange, Pod Security,
         an admission policy) would be retried for ever: it is stopped here, and says why."""
         result = job_from_objects(job, pods, events, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
-        if result.phase == Phase.FAILED and not self.kind.has_finished(job) \
-                and FAILED_ANNOTATION not in _annotations(job):
-            await self._stop(result.name, self.kind.fail_patch(result.message))
-            self.log.info("Stopped job %s/%s: %s", self.namespace, result.name, result.message)
+        await self._stop_refused(job, result)
         return result
+
+    async def _stop_refused(self, job: dict, view: Job) -> None:
+        """Stop the job if its view says it failed though Kubernetes has not ended it (its pods
+        are refused for good), with the view's message as the reason."""
+        if view.phase == Phase.FAILED and not self.kind.has_finished(job) and FAILED_ANNOTATION not in _annotations(job):
+            await self._stop(view.name, self.kind.fail_patch(view.message))
+            self.log.info("Stopped job %s/%s: %s", self.namespace, view.name, view.message)
 
     # ------------------------------------------------------------ cancel
 
@@ -542,26 +554,29 @@ class KubernetesBackend(JobBackend):
         quota service recorded it), and what is in use (notebook pods included): the API
         server's own count where a quota limits a field, else the live pods' requests (a
         quota counts only what it limits, so usage must not vanish with a limit)."""
-        from ..quota.model import Effective, Limits, resource_quota_terms, running_jobs_cap
-
         quotas, pods = await asyncio.gather(self._resource_quotas(), self._live_pods())
-        quotas = quotas or []
-        ours = [quota for quota in quotas if quota["metadata"]["name"] == QUOTA_NAME] or quotas
-        limits, in_use = Limits(), pods_in_use(pods, self.gpu_resource)
-        for quota in ours:
-            quota_limits, quota_used = resource_quota_terms(quota, self.gpu_resource)
-            limits = dataclasses.replace(limits, **quota_limits.set_fields())
-            in_use.update(quota_used)
-        cap = running_jobs_cap(quotas)
-        if cap is not None:
-            limits = dataclasses.replace(limits, running_jobs=cap)
-        sources = {field: source for field, source in quota_sources(ours).items() if field in limits.set_fields()}
-        return Effective(limits, sources), in_use
+        return namespace_quota(quotas or [], pods, self.gpu_resource)
 
     async def quota(self) -> QuotaReport:
 
         effective, in_use = await self.quota_in_namespace()
         return report(self.user, effective, await self.list(), now(), in_use)
+
+
+def namespace_quota(quotas: list[dict], pods: list[dict], gpu_resource: str = GPU_RESOURCE
+                    ) -> tuple[Effective, dict[str, Decimal]]:
+    """quota_in_namespace from one namespace's ResourceQuotas and live pods."""
+    ours = [quota for quota in quotas if quota["metadata"]["name"] == QUOTA_NAME] or quotas
+    limits, in_use = Limits(), pods_in_use(pods, gpu_resource)
+    for quota in ours:
+        quota_limits, quota_used = resource_quota_terms(quota, gpu_resource)
+        limits = dataclasses.replace(limits, **quota_limits.set_fields())
+        in_use.update(quota_used)
+    cap = running_jobs_cap(quotas)
+    if cap is not None:
+        limits = dataclasses.replace(limits, running_jobs=cap)
+    sources = {field: source for field, source in quota_sources(ours).items() if field in limits.set_fields()}
+    return Effective(limits, sources), in_use
 
 
 def _annotations(obj: dict) -> dict:

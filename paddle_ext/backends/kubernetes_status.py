@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from typing import Iterable, Mapping
 
 from ..capacity import Resources, pod_requests
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, DEFAULT_JOB_KIND, FAILED_ANNOTATION, GPU_RESOURCE,
-                         OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
+                         JOB_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobkinds import INDEX_LABELS, JOB_KINDS, JobKind
 from ..jobs import Job, Phase, Reason, WorkerState
@@ -469,3 +470,73 @@ def _json_annotation(annotations: dict, key: str) -> dict | None:
     except (ValueError, TypeError, RecursionError):  # not JSON, not text, nested past the parser's depth
         return None
     return value if isinstance(value, dict) else None
+
+
+# ------------------------------------------------------------ many jobs at once
+
+def by_namespace(objects: Iterable[dict], namespaces: Iterable[str]) -> dict[str, list[dict]]:
+    """The objects of a cluster-wide list in each of `namespaces` (every one a key, maybe
+    empty); objects anywhere else are left out."""
+    found: dict[str, list[dict]] = {namespace: [] for namespace in namespaces}
+    for obj in objects:
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if namespace in found:
+            found[namespace].append(obj)
+    return found
+
+
+def pods_by_job(pods: Iterable[dict]) -> dict[str, list[dict]]:
+    """One namespace's pods by the job they belong to (their job label)."""
+    found: dict[str, list[dict]] = {}
+    for pod in pods:
+        found.setdefault((pod["metadata"].get("labels") or {}).get(JOB_LABEL, ""), []).append(pod)
+    return found
+
+
+def open_jobs(kind: JobKind, jobs: Iterable[dict]) -> list[str]:
+    """The names of the jobs whose pods a listing reads: all but those Kubernetes reports
+    succeeded, which say all a listing shows of their workers (each exited 0); that saves most
+    of the bytes of a namespace with a long history."""
+    return [job["metadata"]["name"] for job in jobs if not kind.has_succeeded(job)]
+
+
+def open_job_pods(kind: JobKind, jobs: list[dict], pods: list[dict]) -> list[dict]:
+    """Of one namespace's pods, those of its open jobs (a pod asked for by the name of a job
+    open in another namespace is left out)."""
+    by_job = pods_by_job(pods)
+    return [pod for name in open_jobs(kind, jobs) for pod in by_job.get(name, [])]
+
+
+def refusals_needed(kind: JobKind, jobs: list[dict], pods: list[dict]) -> bool:
+    """Whether a job of the namespace that has not ended has no pods: only then are the
+    namespace's FailedCreate events read (why Kubernetes refuses its workers)."""
+    by_job = pods_by_job(pods)
+    return any(not by_job.get(job["metadata"]["name"]) and not kind.has_finished(job) for job in jobs)
+
+
+def job_views(jobs: list[dict], pods: list[dict], refusals: list[dict], *, kind: JobKind = DEFAULT_KIND,
+              gpu_resource: str = GPU_RESOURCE, kueue: KueueView | None = None) -> list[tuple[dict, Job]]:
+    """One namespace's jobs, newest first, each with its view (job_from_objects) from its own
+    pods and the FailedCreate events about it among `refusals`."""
+    by_job = pods_by_job(pods)
+    refused: dict[str, list[dict]] = {}
+    for event in refusals:
+        refused.setdefault((event.get("involvedObject") or {}).get("name", ""), []).append(event)
+    views = [(job, job_from_objects(job, by_job.get(job["metadata"]["name"], []), refused.get(job["metadata"]["name"], []),
+                                    kind=kind, gpu_resource=gpu_resource, kueue=kueue)) for job in jobs]
+    return sorted(views, key=lambda view: view[1].created or "", reverse=True)
+
+
+def views_by_namespace(jobs: Mapping[str, list[dict]], pods: Mapping[str, list[dict]],
+                       refusals: Mapping[str, list[dict]], *, kind: JobKind = DEFAULT_KIND,
+                       gpu_resource: str = GPU_RESOURCE) -> dict[str, list[Job]]:
+    """Each namespace's job views, newest first, from cluster-wide lists grouped by namespace
+    (by_namespace), read as a listing of that namespace alone reads them: the pods of its open
+    jobs, and its FailedCreate events only where one of its jobs waits without pods."""
+    views = {}
+    for namespace, namespace_jobs in jobs.items():
+        namespace_pods = open_job_pods(kind, namespace_jobs, pods.get(namespace, []))
+        namespace_refusals = refusals.get(namespace, []) if refusals_needed(kind, namespace_jobs, namespace_pods) else []
+        views[namespace] = [view for _, view in job_views(namespace_jobs, namespace_pods, namespace_refusals,
+                                                          kind=kind, gpu_resource=gpu_resource)]
+    return views

@@ -58,7 +58,7 @@ from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, KUEUE_ENV
 from ..errors import PaddleCloudError
 from ..jobkinds import JOB_KINDS
 from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
-from ..quota.model import FIELDS, JobUsage, Limits, QuotaConfig, QuotaInputError, resolve
+from ..quota.model import FIELDS, JobUsage, Limits, QuotaConfig, QuotaInputError, QuotaReport, resolve
 from ..quota.queues import QueuePolicy, team_queues
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
 from ..timestamps import now
@@ -131,7 +131,9 @@ class QuotaService(Application):
     ip = Unicode("", help="Address to listen on; empty for the host of `url`. On Kubernetes, where the "
                           "proxy reaches the service through the hub's Service, use 0.0.0.0.").tag(config=True)
     prefix = Unicode(help="URL prefix. Default: $JUPYTERHUB_SERVICE_PREFIX, else /services/quota/.").tag(config=True)
-    usage_concurrency = Integer(8, help="Users whose usage is read at once for the overview.").tag(config=True)
+    usage_concurrency = Integer(8, help="Users whose usage is read at once for the overview, where it is read "
+                                "user by user (the local store; on Kubernetes where the service may not list "
+                                "across namespaces).").tag(config=True)
     kueue_enabled = Bool(help="""Kubernetes store: Kueue runs next to the hub and the quota settings are also
         written as its queues (paddle_ext.quota.queues): a ClusterQueue per team (group quota = the team's
         guaranteed, nominal quota) and per personal quota, all in one cohort, and a LocalQueue 'default' in
@@ -253,9 +255,10 @@ class QuotaService(Application):
 
     # ---- views
 
-    async def _user_view(self, config: QuotaConfig, name: str, groups: list[str]) -> dict:
+    def _user_view(self, config: QuotaConfig, name: str, groups: list[str], usage: QuotaReport | PaddleCloudError
+                   ) -> dict:
         """The user's effective limits with where each comes from, their own override, and
-        their usage (the same QuotaReport fields as `paddlecloud quota`)."""
+        their usage (the same QuotaReport fields as `paddlecloud quota`), or why it cannot be read."""
         effective = resolve(config, name, groups)
         entry = config.users.get(name)
         view = {
@@ -265,11 +268,11 @@ class QuotaService(Application):
             "revision": entry.revision if entry else 0,
             "used": {}, "running": [], "gpu_hours": {},
         }
-        try:
-            view.update((await self.usage_source.report(name, effective)).to_dict())
-        except PaddleCloudError as exc:  # NoNamespace among them
-            self.log.warning("Cannot read %s's usage: %s", name, exc.message)
-            view["usage_error"] = exc.message
+        if isinstance(usage, PaddleCloudError):  # NoNamespace among them
+            self.log.warning("Cannot read %s's usage: %s", name, usage.message)
+            view["usage_error"] = usage.message
+        else:
+            view.update(usage.to_dict())
         return view
 
     async def user_view(self, name: str, config: QuotaConfig | None = None) -> dict:
@@ -277,7 +280,12 @@ class QuotaService(Application):
         if hub_user is None:
             raise UnknownName("user", name)
         config = config or await self.store.load()
-        return await self._user_view(config, name, hub_user.get("groups") or [])
+        groups = hub_user.get("groups") or []
+        try:
+            usage: QuotaReport | PaddleCloudError = await self.usage_source.report(name, resolve(config, name, groups))
+        except PaddleCloudError as exc:
+            usage = exc
+        return self._user_view(config, name, groups, usage)
 
     async def group_view(self, name: str, config: QuotaConfig | None = None) -> dict:
         group = await self.directory.group(name)
@@ -292,13 +300,10 @@ class QuotaService(Application):
     async def overview(self) -> dict:
         config = await self.store.load()
         users, groups = await asyncio.gather(self.directory.users(), self.directory.groups())
-        limit = asyncio.Semaphore(self.usage_concurrency)
-
-        async def one(user: dict) -> dict:
-            async with limit:
-                view = await self._user_view(config, user["name"], user.get("groups") or [])
-            return {**view, "admin": bool(user.get("admin"))}
-
+        users = sorted(users, key=lambda u: u["name"])
+        usage = await self.usage_source.reports(
+            {user["name"]: resolve(config, user["name"], user.get("groups") or []) for user in users},
+            self.usage_concurrency)
         hub_groups = {group["name"]: group for group in groups}
         team_gpus = await self._team_gpus(config)
         return {
@@ -312,7 +317,8 @@ class QuotaService(Application):
                         "revision": config.entry("groups", name).revision,
                         **team_gpus.get(name, {})}
                        for name in sorted(set(hub_groups) | set(config.groups))],
-            "users": await asyncio.gather(*(one(user) for user in sorted(users, key=lambda u: u["name"]))),
+            "users": [{**self._user_view(config, user["name"], user.get("groups") or [], usage[user["name"]]),
+                       "admin": bool(user.get("admin"))} for user in users],
         }
 
     async def _team_gpus(self, config: QuotaConfig) -> dict[str, dict]:
@@ -370,19 +376,14 @@ class QuotaService(Application):
     async def cluster_overview(self) -> dict:
         """Capacity and usage, every user's running jobs, GPU-hours per user and group."""
         users = await self.directory.users()
-        limit = asyncio.Semaphore(self.usage_concurrency)
+        found = await self.usage_source.jobs_of([user["name"] for user in users], self.usage_concurrency)
         user_jobs, errors = {}, {}
-
-        async def one(user: dict) -> None:
-            async with limit:
-                try:
-                    jobs = await self.usage_source.jobs(user["name"])
-                except PaddleCloudError as exc:  # NoNamespace among them
-                    errors[user["name"]] = exc.message
-                    jobs = []
+        for user in users:
+            jobs = found[user["name"]]
+            if isinstance(jobs, PaddleCloudError):  # NoNamespace among them
+                errors[user["name"]] = jobs.message
+                jobs = []
             user_jobs[user["name"]] = (user.get("groups") or [], jobs)
-
-        await asyncio.gather(*(one(user) for user in users))
         running = [JobUsage.of(job.name, job.spec) for _, jobs in user_jobs.values() for job in jobs if job.holds_resources]
         try:
             capacity = await self.usage_source.capacity(running)

@@ -1,21 +1,29 @@
 """What each user's jobs use, for the quota service: from their local job folder (the
 embedded default) or their namespace (Kubernetes); and what the whole cluster has, for
-the admin overview."""
+the admin overview.
+
+The pages about every user read them all at once (`jobs_of`, `reports`): on Kubernetes with
+a few cluster-wide lists, whatever the number of users; elsewhere, or where the service may
+not list across namespaces, user by user, `concurrency` at a time."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import socket
 from decimal import Decimal
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Mapping, TypeVar
 
-from typing import TYPE_CHECKING
-
+from ..backends.kubernetes_status import by_namespace, open_job_pods, open_jobs, refusals_needed, views_by_namespace
 from ..backends.registry import KUBERNETES, LOCAL, backend_class
 from ..capacity import LIVE_PODS_SELECTOR, NodeUsage, Resources, node_usage, total
 from ..constants import DEFAULT_JOB_KIND
-from ..errors import PaddleCloudError
+from ..errors import Forbidden, PaddleCloudError
+from ..jobkinds import JOB_KINDS, JobKind
 from ..jobs import Job
 from ..kubeapi import KubeApi, api_path
+from ..manifests import MAX_NAMES_IN_SELECTOR, jobs_selector, label_selector
 from ..quota.model import Effective, JobUsage, QuotaReport, report
 from ..timestamps import now
 from .settings import namespace_for
@@ -23,6 +31,25 @@ from .settings import namespace_for
 if TYPE_CHECKING:
     from ..backends.base import JobBackend
     from ..backends.kubernetes import KubernetesBackend
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+async def per_user(usernames: Iterable[str], read: Callable[[str], Awaitable[T]], concurrency: int
+                   ) -> dict[str, T | PaddleCloudError]:
+    """read(user) for each user, `concurrency` at a time; a user's error is their answer."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(username: str) -> tuple[str, T | PaddleCloudError]:
+        async with limit:
+            try:
+                return username, await read(username)
+            except PaddleCloudError as exc:  # NoNamespace among them
+                return username, exc
+
+    return dict(await asyncio.gather(*(one(username) for username in usernames)))
 
 
 class LocalUsage:
@@ -38,11 +65,18 @@ class LocalUsage:
     async def jobs(self, username: str) -> list[Job]:
         return await self.backend(username).list()
 
+    async def jobs_of(self, usernames: Iterable[str], concurrency: int) -> dict[str, list[Job] | PaddleCloudError]:
+        return await per_user(usernames, self.jobs, concurrency)
+
     async def cancel(self, username: str, job: str) -> Job:
         return await self.backend(username).cancel(job)
 
     async def report(self, username: str, effective: Effective) -> QuotaReport:
         return report(username, effective, await self.jobs(username), now())
+
+    async def reports(self, effective: Mapping[str, Effective], concurrency: int
+                      ) -> dict[str, QuotaReport | PaddleCloudError]:
+        return await per_user(effective, lambda username: self.report(username, effective[username]), concurrency)
 
     async def capacity(self, running: list[JobUsage]) -> dict:
         """This machine: its CPUs and memory, no GPUs; used = what the running jobs ask for."""
@@ -56,13 +90,20 @@ class LocalUsage:
 class KubernetesUsage:
     """Usage from each user's namespace: their jobs (of the site's kind, a name in
     jobkinds.JOB_KINDS), and the ResourceQuota's own count. An admin's cancel suspends
-    the job as its kind says."""
+    the job as its kind says. Reading usage changes nothing in the cluster: a job whose
+    workers Kubernetes refuses for good reads as failed here, and is stopped when its
+    user's own listing reads it (KubernetesBackend.list)."""
 
     def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str, job_kind: str = DEFAULT_JOB_KIND):
         self.api = api
         self.namespace_template = namespace_template
         self.gpu_resource = gpu_resource
         self.job_kind = job_kind
+        self._told_per_user = False  # why every user's namespace is read on its own, logged once
+
+    @property
+    def kind(self) -> JobKind:
+        return JOB_KINDS[self.job_kind]
 
     def backend(self, username: str) -> KubernetesBackend:
         """Raises NoNamespace when no namespace name can be derived for the user."""
@@ -70,7 +111,7 @@ class KubernetesUsage:
                                          user=username, gpu_resource=self.gpu_resource, job_kind=self.job_kind)
 
     async def jobs(self, username: str) -> list[Job]:
-        return await self.backend(username).list()
+        return [view for _, view in await self.backend(username).list_views()]
 
     async def cancel(self, username: str, job: str) -> Job:
         return await self.backend(username).cancel(job)
@@ -79,7 +120,7 @@ class KubernetesUsage:
         """Raises NoNamespace when no namespace name can be derived for the user."""
         backend = self.backend(username)
         try:
-            jobs = await backend.list()
+            jobs = [view for _, view in await backend.list_views()]
         except PaddleCloudError:
             jobs = []
         try:
@@ -87,6 +128,104 @@ class KubernetesUsage:
         except PaddleCloudError:
             in_use = {}
         return report(username, effective, jobs, now(), in_use)
+
+    # ---- every user at once
+
+    def _namespaces(self, usernames: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, PaddleCloudError]]:
+        """Each user namespace's users (one each, unless the template shares a namespace), and
+        the NoNamespace error of each user whose namespace has no valid name."""
+        users: dict[str, list[str]] = {}
+        errors: dict[str, PaddleCloudError] = {}
+        for username in usernames:
+            try:
+                users.setdefault(namespace_for(username, self.namespace_template), []).append(username)
+            except PaddleCloudError as exc:
+                errors[username] = exc
+        return users, errors
+
+    def _read_per_user(self, denied: Forbidden) -> None:
+        if not self._told_per_user:
+            self._told_per_user = True
+            log.warning("The quota pages read each user's namespace on its own, a few requests per user: %s "
+                        "To read every user's jobs in a few requests, let this account list jobs, pods, events "
+                        "and resourcequotas cluster-wide (the chart's ClusterRole does).", denied.message)
+
+    async def _list(self, action: str, path: str, method: str = "list", **params: str) -> list[dict]:
+        """The items of one cluster-wide list (`method` "get" for objects without a spec, which
+        KubeApi.list does not trim)."""
+        from ..backends.kubernetes import call_api
+
+        data = await call_api(lambda: self.api, action, method, path, namespace="", gpu_resource=self.gpu_resource,
+                              **params)
+        return data.get("items", [])
+
+    async def _views(self, namespaces: Iterable[str]) -> dict[str, list[Job]]:
+        """The job views of every one of `namespaces`, as each namespace's own listing reads them
+        (KubernetesBackend.list_views, without Kueue's view: the service sets no queue), from
+        one list of our jobs, the pods of those not succeeded (a list per MAX_NAMES_IN_SELECTOR
+        names) and, only when a job waits without pods, one list of FailedCreate events."""
+        namespaces = list(namespaces)
+        kind = self.kind
+        jobs = by_namespace(await self._list("list jobs", api_path(kind.api_version, kind.plural),
+                                             labelSelector=label_selector()), namespaces)
+        names = sorted({name for namespace_jobs in jobs.values() for name in open_jobs(kind, namespace_jobs)})
+        found = await asyncio.gather(*(
+            self._list("list pods", api_path("v1", "pods"), labelSelector=jobs_selector(names[at:at + MAX_NAMES_IN_SELECTOR]))
+            for at in range(0, len(names), MAX_NAMES_IN_SELECTOR)))
+        pods = by_namespace((pod for items in found for pod in items), namespaces)
+        refusals: list[dict] = []
+        if any(refusals_needed(kind, jobs[namespace], open_job_pods(kind, jobs[namespace], pods[namespace]))
+               for namespace in jobs):
+            refusals = await self._list("list events", api_path("v1", "events"), "get", fieldSelector="reason=FailedCreate")
+        return views_by_namespace(jobs, pods, by_namespace(refusals, namespaces), kind=kind, gpu_resource=self.gpu_resource)
+
+    async def _in_use(self, namespaces: Iterable[str]) -> dict[str, dict[str, Decimal]]:
+        """What each of `namespaces` has in use (KubernetesBackend.quota_in_namespace), from one
+        list of ResourceQuotas and one of live pods."""
+        from ..backends.kubernetes import namespace_quota
+
+        quotas, pods = await asyncio.gather(
+            self._list("read resource quotas", api_path("v1", "resourcequotas")),
+            self._list("list pods", api_path("v1", "pods"), fieldSelector=LIVE_PODS_SELECTOR))
+        quotas_in, pods_in = by_namespace(quotas, namespaces), by_namespace(pods, namespaces)
+        return {namespace: namespace_quota(quotas_in[namespace], pods_in[namespace], self.gpu_resource)[1]
+                for namespace in quotas_in}
+
+    async def jobs_of(self, usernames: Iterable[str], concurrency: int) -> dict[str, list[Job] | PaddleCloudError]:
+        """Each user's jobs, or why they cannot be read (NoNamespace: no valid namespace name).
+        Objects outside the users' namespaces are ignored."""
+        usernames = list(usernames)
+        namespaces, answers = self._namespaces(usernames)
+        try:
+            views = await self._views(namespaces)
+        except Forbidden as exc:
+            self._read_per_user(exc)
+            return await per_user(usernames, self.jobs, concurrency)
+        except PaddleCloudError as exc:  # the API server is away: so it is for everyone
+            return {**{username: exc for users in namespaces.values() for username in users}, **answers}
+        for namespace, users in namespaces.items():
+            answers.update((username, views[namespace]) for username in users)
+        return answers
+
+    async def reports(self, effective: Mapping[str, Effective], concurrency: int
+                      ) -> dict[str, QuotaReport | PaddleCloudError]:
+        """Each user's QuotaReport under their `effective` limits, as report() reads it, or why
+        it cannot be read (NoNamespace)."""
+        namespaces, answers = self._namespaces(effective)
+        views, in_use = await asyncio.gather(self._views(namespaces), self._in_use(namespaces), return_exceptions=True)
+        denied = next((found for found in (views, in_use) if isinstance(found, Forbidden)), None)
+        if denied is not None:
+            self._read_per_user(denied)
+            return await per_user(effective, lambda username: self.report(username, effective[username]), concurrency)
+        for found in (views, in_use):
+            if isinstance(found, BaseException) and not isinstance(found, PaddleCloudError):
+                raise found
+        at = now()
+        for namespace, users in namespaces.items():
+            jobs = views.get(namespace, []) if isinstance(views, dict) else []  # unreadable: none, as report() reads it
+            used = in_use.get(namespace, {}) if isinstance(in_use, dict) else {}
+            answers.update((username, report(username, effective[username], jobs, at, used)) for username in users)
+        return answers
 
     async def capacity(self, running: list[JobUsage]) -> dict:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""

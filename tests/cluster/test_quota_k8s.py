@@ -8,7 +8,7 @@ import asyncio
 import kubernetes
 import pytest
 
-from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for
+from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for, wait_for_async
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.constants import QUOTA_CONFIGMAP
@@ -220,6 +220,122 @@ async def test_service_changes_reach_every_affected_namespace(cluster, core_v1, 
     finally:
         hub.stop()
         for name in names:
+            try:
+                core_v1.delete_namespace(name)
+            except kubernetes.client.ApiException:
+                pass
+
+
+async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_reads_it(
+        cluster, core_v1, batch_v1, rbac_v1, caplog):
+    """Issue 29: the quota pages read every user's jobs and quota report in a few lists across
+    namespaces, each user's as their own namespace's listing reads it: a running and a succeeded
+    job, and one whose workers a LimitRange refuses for good, which reads as failed and is left as
+    it is (reading changes nothing); a namespace of no hub user is left out and a user without a
+    namespace has no jobs. An account that may list only in the users' namespaces gets the same
+    answers, user by user, and the service says why once."""
+    import logging
+    import uuid
+
+    from paddle_ext.constants import FAILED_ANNOTATION
+    from paddle_ext.hub.usage import KubernetesUsage
+    from paddle_ext.kubeapi import Credentials
+    from paddle_ext.quota.model import Effective
+
+    prefix = f"pcu-{uuid.uuid4().hex[:6]}-"
+    namespaces = {user: prefix + user for user in ("ann", "bob", "stranger")}
+    for name in namespaces.values():
+        core_v1.create_namespace({"metadata": {"name": name}})
+    core_v1.create_namespaced_limit_range(namespaces["bob"], {
+        "metadata": {"name": "small"}, "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}})
+    reader_role = f"{prefix}reader"
+    backends = []
+
+    def backend(user: str, complete_after: str) -> KubernetesBackend:
+        made = KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=namespaces[user], user=user,
+                                 gpu_tolerations=[GPU_TOLERATION], pod_annotations={COMPLETE_AFTER: complete_after})
+        backends.append(made)
+        return made
+
+    def without_hours(answers: dict) -> dict:
+        found = {}
+        for user, answer in answers.items():
+            if isinstance(answer, list):
+                found[user] = [job.to_dict() for job in answer]
+            else:
+                found[user] = {k: v for k, v in answer.to_dict().items() if k != "gpu_hours"}
+        return found
+
+    api = KubeApi.connect(cluster.kubeconfig)
+    usage = KubernetesUsage(api, prefix + "{username}", "nvidia.com/gpu")
+    users = ["ann", "bob", "cid"]
+    try:
+        gpu = {"command": ["python", "train.py"], "workers": 1, "gpus_per_worker": 1}
+        await backend("ann", "10m").submit(JobSpec(name="long", **gpu))
+        await backend("ann", "1s").submit(JobSpec(name="quick", **gpu))
+        await backend("stranger", "10m").submit(JobSpec(name="long", **gpu))
+        await backend("bob", "10m").submit(JobSpec(name="too-big", command=["python", "train.py"], cpu="2"))
+
+        async def settled():
+            phases = {user: {job.name: job.phase for job in await usage.jobs(user)} for user in users}
+            return phases == {"ann": {"long": "Running", "quick": "Succeeded"}, "bob": {"too-big": "Failed"},
+                              "cid": {}} and phases
+        await wait_for_async(settled, timeout=90, what="ann's jobs running and done, bob's refused")
+
+        async def as_each_reads():
+            found = await usage.jobs_of(users, concurrency=8)
+            each = {user: await usage.jobs(user) for user in users}
+            return without_hours(found) == without_hours(each) and found
+        found = await wait_for_async(as_each_reads, timeout=30, what="the same jobs as each namespace's own listing")
+        assert set(found) == set(users) and found["cid"] == []
+        assert "Kubernetes refused to create the workers" in found["bob"][0].message
+        refused = batch_v1.read_namespaced_job("too-big", namespaces["bob"])
+        assert FAILED_ANNOTATION not in (refused.metadata.annotations or {}) and not refused.spec.suspend
+
+        limits = {user: Effective(Limits(gpus=8), {}) for user in users}
+
+        async def reports_as_each_reads():
+            found = await usage.reports(limits, concurrency=8)
+            each = {user: await usage.report(user, limits[user]) for user in users}
+            return without_hours(found) == without_hours(each) and found
+        reports = await wait_for_async(reports_as_each_reads, timeout=30, what="the same reports as each user's own")
+        assert reports["ann"].running == ("long",) and reports["ann"].used["gpus"] == 1
+
+        # An account that may list only in ann's and bob's namespaces: user by user, the same.
+        reader_ns = namespaces["stranger"]
+        core_v1.create_namespaced_service_account(reader_ns, {"metadata": {"name": "reader"}})
+        rbac_v1.create_cluster_role({"metadata": {"name": reader_role}, "rules": [
+            {"apiGroups": ["", "batch"], "resources": ["jobs", "pods", "events", "resourcequotas"],
+             "verbs": ["get", "list"]}]})
+        for user in ("ann", "bob"):
+            rbac_v1.create_namespaced_role_binding(namespaces[user], {
+                "metadata": {"name": "reader"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader_role},
+                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": reader_ns}]})
+        token = core_v1.create_namespaced_service_account_token(
+            "reader", reader_ns, {"spec": {"expirationSeconds": 900}}).status.token
+        reader_api = KubeApi(Credentials(server=cluster.server, ca_file=cluster.pki["ca.crt"], token=token))
+        reader = KubernetesUsage(reader_api, prefix + "{username}", "nvidia.com/gpu")
+        try:
+            async def reader_reads_the_same():
+                found = await reader.jobs_of(["ann", "bob"], concurrency=8)
+                each = {user: await usage.jobs(user) for user in ("ann", "bob")}
+                return without_hours(found) == without_hours(each)
+            with caplog.at_level(logging.WARNING, logger="paddle_ext.hub.usage"):
+                await wait_for_async(reader_reads_the_same, timeout=30, what="the same jobs, user by user")
+            (told,) = [r.getMessage() for r in caplog.records if r.name == "paddle_ext.hub.usage"]
+            assert "across all namespaces" in told
+        finally:
+            await reader_api.close()
+    finally:
+        await api.close()
+        for made in backends:
+            await made.close()
+        try:
+            rbac_v1.delete_cluster_role(reader_role)
+        except kubernetes.client.ApiException:
+            pass
+        for name in namespaces.values():
             try:
                 core_v1.delete_namespace(name)
             except kubernetes.client.ApiException:

@@ -294,6 +294,7 @@ HUB_MAY = [
     *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "patch", "delete")),
     ("delete", "services", USER_NS), ("list", "nodes", None),
     *((verb, "jobs.batch", USER_NS) for verb in ("get", "list", "patch")),
+    ("list", "jobs.batch", "*"), ("list", "resourcequotas", "*"),  # the quota pages, every user at once
     ("create", "rolebindings.rbac.authorization.k8s.io", USER_NS),
     ("bind", f"clusterroles.rbac.authorization.k8s.io/{RELEASE}-notebook", None),
     ("create", "networkpolicies.networking.k8s.io", USER_NS), ("update", "networkpolicies.networking.k8s.io", USER_NS),
