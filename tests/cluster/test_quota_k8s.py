@@ -335,6 +335,11 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
             rbac_v1.delete_cluster_role(reader_role)
         except kubernetes.client.ApiException:
             pass
+        # The jobs' GPU pods gone before the next test, which may need every GPU of the KWOK nodes.
+        for name in namespaces.values():
+            batch_v1.delete_collection_namespaced_job(name, propagation_policy="Background")
+        wait_for(lambda: not any(core_v1.list_namespaced_pod(name).items for name in namespaces.values()),
+                 timeout=120, what="the test's pods gone")
         for name in namespaces.values():
             try:
                 core_v1.delete_namespace(name)
