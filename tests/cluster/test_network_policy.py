@@ -87,6 +87,16 @@ class _Accept(socketserver.BaseRequestHandler):
         pass
 
 
+class _TCPServer(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
+class _UDPServer(socketserver.ThreadingUDPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
 class _Answer(socketserver.BaseRequestHandler):
     """Answers any DNS query with an empty response (same id, QR bit set)."""
 
@@ -103,9 +113,7 @@ def metadata_server(real_cluster):
     subprocess.run(add, check=True, capture_output=True)
     servers = []
     try:
-        for server_class, handler, port in ((socketserver.ThreadingTCPServer, _Accept, METADATA_PORT),
-                                            (socketserver.ThreadingUDPServer, _Answer, 53)):
-            server_class.allow_reuse_address = True
+        for server_class, handler, port in ((_TCPServer, _Accept, METADATA_PORT), (_UDPServer, _Answer, 53)):
             server = server_class((METADATA_IP, port), handler)
             servers.append(server)
             threading.Thread(target=server.serve_forever, daemon=True).start()
