@@ -1,12 +1,15 @@
-"""The user namespaces' NetworkPolicies, enforced on the real node (issue 25).
+"""The NetworkPolicies of the chart and of user namespaces, enforced on the real node (issue 25).
 
-The policies are the ones the spawner writes (paddle_ext.tenancy.user_network_policies),
-made here with the product's own function; kube-router's NetworkPolicy controller
+The policies are the product's own: the chart's hub and proxy policies and its
+user_network_policy setting, rendered by `helm template` (tests/helm/values/minimal.yaml,
+with networkPolicy.apiServer and networkPolicy.dns set to this cluster's API server and
+DNS), and the user namespaces' policies the spawner writes from that setting
+(paddle_ext.tenancy.user_network_policies, called as the spawner calls it). kube-router's NetworkPolicy controller
 (tools/k8s/netpol.py) enforces them on the real node for this module only. Pods are real
 containers on the node's bridge; connections are tried from inside them (kubectl exec).
 
 Stand-ins, all inside 198.18.0.0/15: the hub, its proxy and a database in a hub namespace
-(pods with the labels the policies name); a "metadata" server (TCP) and a DNS server that
+(pods with the chart's labels and named ports); a "metadata" server (TCP) and a DNS server that
 answers anything (UDP), both run by this test on the host at METADATA_IP, an address it
 adds to the node's bridge. The cluster's DNS is CoreDNS on the node's address.
 
@@ -16,13 +19,16 @@ PADDLECLOUD_NETPOL_OFF=1 runs the module without one (a negative control; expect
 
 import json
 import os
+from pathlib import Path
 import socketserver
 import subprocess
+import sys
 import threading
 import uuid
 
 import kubernetes
 import pytest
+import yaml
 
 from availability import skip_or_fail
 from cluster_helpers import kubectl_exec, wait_for
@@ -31,11 +37,14 @@ from paddle_ext.constants import NOTEBOOK_POD_LABELS
 from tools.k8s import netpol, node, node_config
 from tools.k8s.cluster import IMAGE_REFS
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helm"))
+from helmlib import documents, settings_text, template, values_file  # noqa: E402  (tests/helm)
+
 WORKER = IMAGE_REFS["worker"]
-HUB_LABELS = {"app.kubernetes.io/component": "hub"}
-PROXY_LABELS = {"app.kubernetes.io/component": "proxy"}
 DB_LABELS = {"app.kubernetes.io/component": "database"}
-HUB_API_PORT, DB_PORT, NOTEBOOK_PORT, WORKER_PORT = 8081, 5432, tenancy.NOTEBOOK_PORT, 8000
+# The chart's ports (helm/paddlecloud-hub/templates/_helpers.tpl), by the names its policies use.
+HUB_PORTS, PROXY_PORTS = {"hub": 8081, "quota": 10101}, {"http": 8000, "api": 8001}
+HUB_API_PORT, DB_PORT, NOTEBOOK_PORT, WORKER_PORT = HUB_PORTS["hub"], 5432, tenancy.NOTEBOOK_PORT, 8000
 METADATA_IP = "198.18.0.254"  # on the bridge, outside the pods' range (198.18.1.1 and up)
 METADATA_PORT = 8080
 CLUSTER_DNS = node_config.NODE_IP
@@ -146,16 +155,28 @@ def enforcer(real_cluster):
 
 
 def listener_pod(name, labels, ports):
-    """A restricted pod that accepts TCP connections on `ports` (Ready once the first accepts)."""
+    """A restricted pod that accepts TCP connections on `ports` ({name: port}; Ready once the
+    first accepts)."""
     container = {"name": "main", "image": WORKER, "imagePullPolicy": "Never",
-                 "command": ["python", "-c", LISTEN, *map(str, ports)],
+                 "command": ["python", "-c", LISTEN, *map(str, ports.values())],
+                 "ports": [{"name": port_name, "containerPort": port} for port_name, port in ports.items()],
                  "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                  "resources": {"requests": {"cpu": "20m", "memory": "32Mi"}},
-                 "readinessProbe": {"tcpSocket": {"port": ports[0]}, "periodSeconds": 1}}
+                 "readinessProbe": {"tcpSocket": {"port": next(iter(ports.values()))}, "periodSeconds": 1}}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
             "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                      "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                      "containers": [container]}}
+
+
+def chart_policies(hub_ns, api_server, dns):
+    """The chart's NetworkPolicies and the hub's user_network_policy setting, as `helm
+    template` renders them into `hub_ns` for a site that names its API server and DNS."""
+    docs = documents(template(values_file("minimal"), namespace=hub_ns, extra=(
+        "--set-json", f"networkPolicy.apiServer={json.dumps(api_server)}",
+        "--set-json", f"networkPolicy.dns={json.dumps(dns)}")))
+    policies = [doc for doc in docs if doc["kind"] == "NetworkPolicy"]
+    return policies, yaml.safe_load(settings_text(docs))["user_network_policy"]
 
 
 def api_server_endpoint(api_client):
@@ -168,8 +189,9 @@ def api_server_endpoint(api_client):
 class Net:
     """The pods of two users and of the hub, and how to try connections between them."""
 
-    def __init__(self, cluster, core_v1, hub_ns, users):
+    def __init__(self, cluster, core_v1, hub_ns, users, setting):
         self.cluster, self.core_v1, self.hub_ns, self.users = cluster, core_v1, hub_ns, users
+        self.setting = setting  # the hub's user_network_policy, as the chart renders it
         self.ips = {}
 
     def ip(self, ns, pod):
@@ -186,8 +208,9 @@ class Net:
 
 @pytest.fixture(scope="module")
 def net(real_cluster, enforcer, metadata_server, api_client, core_v1):
-    """Hub namespace (hub, proxy, database), users a and b (a notebook and two job workers
-    each, with the policies the spawner writes), all Ready, with the rules in place."""
+    """Hub namespace (hub, proxy, database; the chart's policies), users a and b (a notebook
+    and two job workers each, with the policies the spawner writes), all Ready, with the rules
+    in place."""
     suffix = uuid.uuid4().hex[:6]
     hub_ns = f"np-hub-{suffix}"
     users = {user: f"np-{user}-{suffix}" for user in ("a", "b")}
@@ -196,28 +219,33 @@ def net(real_cluster, enforcer, metadata_server, api_client, core_v1):
         labels = {key: value.replace("{username}", user) for key, value in tenancy.user_namespace_labels().items()}
         core_v1.create_namespace({"metadata": {"name": ns, "labels": labels}})
     try:
-        pods = [(hub_ns, listener_pod("hub", HUB_LABELS, [HUB_API_PORT])),
-                (hub_ns, listener_pod("proxy", PROXY_LABELS, [8000])),
-                (hub_ns, listener_pod("db", DB_LABELS, [DB_PORT]))]
+        api_ip, api_port = api_server_endpoint(api_client)
+        chart, setting = chart_policies(hub_ns, [{"cidr": f"{api_ip}/32", "port": api_port}],
+                                        [{"ipBlock": {"cidr": f"{CLUSTER_DNS}/32"}}])
+        pods = [(hub_ns, listener_pod("hub", setting["hub_pod_labels"], HUB_PORTS)),
+                (hub_ns, listener_pod("proxy", setting["proxy_pod_labels"], PROXY_PORTS)),
+                (hub_ns, listener_pod("db", DB_LABELS, {"db": DB_PORT}))]
         for ns in users.values():
-            pods += [(ns, listener_pod("notebook", dict(NOTEBOOK_POD_LABELS), [NOTEBOOK_PORT])),
-                     (ns, listener_pod("job-0", {"job": "train"}, [WORKER_PORT])),
-                     (ns, listener_pod("job-1", {"job": "train"}, [WORKER_PORT]))]
+            pods += [(ns, listener_pod("notebook", dict(NOTEBOOK_POD_LABELS), {"notebook": NOTEBOOK_PORT})),
+                     (ns, listener_pod("job-0", {"job": "train"}, {"worker": WORKER_PORT})),
+                     (ns, listener_pod("job-1", {"job": "train"}, {"worker": WORKER_PORT}))]
         for ns, pod in pods:
             core_v1.create_namespaced_pod(ns, pod)
         for ns, pod in pods:
             name = pod["metadata"]["name"]
             wait_for(lambda ns=ns, name=name: _ready(core_v1, ns, name), timeout=120, what=f"pod {ns}/{name} Ready")
-        api_ip, api_port = api_server_endpoint(api_client)
         networking = kubernetes.client.NetworkingV1Api(api_client)
-        for ns in users.values():
+        for policy in chart:
+            networking.create_namespaced_network_policy(hub_ns, policy)
+        for ns in users.values():  # as the spawner makes them (HubSpawner._make_network_policies)
             for policy in tenancy.user_network_policies(
-                    ns, hub_ns, HUB_LABELS, PROXY_LABELS, api_server=[{"cidr": f"{api_ip}/32", "port": api_port}],
-                    hub_api_port=HUB_API_PORT, dns=[{"ipBlock": {"cidr": f"{CLUSTER_DNS}/32"}}]):
+                    ns, hub_ns, setting["hub_pod_labels"], setting.get("proxy_pod_labels"),
+                    setting.get("api_server", ()), setting["hub_api_port"], setting.get("egress", ()),
+                    setting.get("dns", ())):
                 networking.create_namespaced_network_policy(ns, policy)
         if enforcer:
             enforcer.wait_synced()
-        yield Net(real_cluster, core_v1, hub_ns, users)
+        yield Net(real_cluster, core_v1, hub_ns, users, setting)
     finally:
         for ns in [hub_ns, *users.values()]:
             try:
@@ -261,7 +289,7 @@ def test_what_the_policies_allow_still_works(net):
     notebook = f"tcp:{net.ip(a, 'notebook')}:{NOTEBOOK_PORT}"
     job0, job1 = (f"tcp:{net.ip(a, pod)}:{WORKER_PORT}" for pod in ("job-0", "job-1"))
     api = f"tcp:{node_config.KUBERNETES_SERVICE_IP}:443"  # through kube-proxy, as pods reach it
-    proxy = f"tcp:{net.ip(net.hub_ns, 'proxy')}:8000"
+    proxy = f"tcp:{net.ip(net.hub_ns, 'proxy')}:{PROXY_PORTS['http']}"
     # the proxy and the hub reach the notebook (the proxy not the job pods)
     assert net.reaches(net.hub_ns, "proxy", notebook, job0) == {notebook: True, job0: False}
     assert net.reaches(net.hub_ns, "hub", notebook) == {notebook: True}
@@ -270,6 +298,20 @@ def test_what_the_policies_allow_still_works(net):
     assert net.reaches(a, "job-1", job0) == {job0: True}
     # the notebook reaches its job pods
     assert net.reaches(a, "notebook", job0, api) == {job0: True, api: True}
+
+
+def test_the_charts_hub_and_proxy_policies(net):
+    """The hub takes its API port from the proxy and users' pods, its quota port from the
+    proxy only; the proxy's public port is open, its API port is the hub's only."""
+    hub_ns, a = net.hub_ns, net.users["a"]
+    hub, quota = (f"tcp:{net.ip(hub_ns, 'hub')}:{HUB_PORTS[name]}" for name in ("hub", "quota"))
+    public, api = (f"tcp:{net.ip(hub_ns, 'proxy')}:{PROXY_PORTS[name]}" for name in ("http", "api"))
+    assert net.setting["hub_api_port"] == HUB_PORTS["hub"]
+    assert net.reaches(hub_ns, "proxy", hub, quota) == {hub: True, quota: True}
+    assert net.reaches(hub_ns, "hub", api, public) == {api: True, public: True}
+    assert net.reaches(a, "job-0", hub, quota) == {hub: True, quota: False}
+    # another pod of the hub's namespace: the proxy's public port only
+    assert net.reaches(hub_ns, "db", hub, quota, public, api) == {hub: False, quota: False, public: True, api: False}
 
 
 def _iptables_save(table):
