@@ -339,9 +339,11 @@ def ipsets(prefixes=IPSET_PREFIXES):
 
 
 def remove_ipsets(prefixes=IPSET_PREFIXES):
-    """Destroy those ipsets (once no iptables rule uses them); return the names that stay."""
-    for name in ipsets(prefixes):
-        subprocess.run(["ipset", "destroy", name], capture_output=True)
+    """Destroy those ipsets (once no iptables rule uses them); return the names that stay.
+    A set that is a member of another (list:set) goes on a later pass."""
+    for _ in range(3):
+        for name in ipsets(prefixes):
+            subprocess.run(["ipset", "destroy", name], capture_output=True)
     return ipsets(prefixes)
 
 
