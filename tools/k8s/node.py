@@ -72,6 +72,9 @@ HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip", "ipt
 NODE_BINARIES = ("kubelet", "kube-proxy", "coredns", "pause")
 OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-", "PADDLECLOUD-")
 IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-")  # kube-router's (tools/k8s/netpol.py)
+# Rules of ours in the built-in chains that jump to none of our chains, known by their comment:
+# kube-router's ACCEPT of what its policies passed (in INPUT, FORWARD and OUTPUT).
+OUR_RULE_MARKERS = ('--comment "KUBE-ROUTER rule',)
 EGRESS_CHAIN = "PADDLECLOUD-EGRESS"
 NFT_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"))
 # Kernel settings kubelet and kube-proxy (or the bridge plugin) may change; restored on stop.
@@ -302,25 +305,27 @@ def _chains(save_cmd, prefixes=OUR_CHAIN_PREFIXES):
     return tables, proc.stdout
 
 
-def remove_chains(tool, prefixes=OUR_CHAIN_PREFIXES):
+def remove_chains(tool, prefixes=OUR_CHAIN_PREFIXES, markers=OUR_RULE_MARKERS):
     """Delete rules jumping to our chains (those named with `prefixes`) from any other chain,
-    then flush and delete our chains, in every table; {table: [chain, ...]} of what stays."""
+    and rules there with one of `markers` in their text, then flush and delete our chains, in
+    every table; {table: [chain, ...]} of the chains that stay."""
     save = f"{tool}-save"
     if not shutil.which(save):
         return {}
     tables, text = _chains(save, prefixes)
-    if not tables:
+    marked = [line for line in text.splitlines() if line.startswith("-A ") and any(m in line for m in markers)]
+    if not tables and not marked:
         return {}
     table = None
     for line in text.splitlines():
         if line.startswith("*"):
             table = line[1:]
-        elif line.startswith("-A ") and table in tables:
+        elif line.startswith("-A ") and (table in tables or line in marked):
             words = line.split()
             chain = words[1]
             target = words[words.index("-j") + 1] if "-j" in words else (
                 words[words.index("-g") + 1] if "-g" in words else "")
-            if not chain.startswith(prefixes) and target.startswith(prefixes):
+            if not chain.startswith(prefixes) and (target.startswith(prefixes) or line in marked):
                 subprocess.run(["sh", "-c", f"{tool} -w -t {table} -D {line[3:]}"], capture_output=True)
     for table, chains in tables.items():
         for chain in chains:
