@@ -291,48 +291,55 @@ def remove_cgroups(roots, timeout=20.0):
         time.sleep(0.2)
 
 
-def _chains(save_cmd, prefixes=OUR_CHAIN_PREFIXES):
+def our_chains(save_text, prefixes=OUR_CHAIN_PREFIXES):
     """{table: [chain, ...]} of our chains (by prefix) in iptables-save output."""
-    proc = subprocess.run([save_cmd], capture_output=True, text=True)
     tables, table = {}, None
-    for line in proc.stdout.splitlines():
+    for line in save_text.splitlines():
         if line.startswith("*"):
             table = line[1:]
         elif line.startswith(":") and table:
             chain = line[1:].split()[0]
             if chain.startswith(prefixes):
                 tables.setdefault(table, []).append(chain)
-    return tables, proc.stdout
+    return tables
+
+
+def rules_to_delete(save_text, prefixes=OUR_CHAIN_PREFIXES, markers=OUR_RULE_MARKERS):
+    """[(table, rule)] of the rules outside our chains that belong to us, from iptables-save
+    output (`rule`: the text after "-A ", as `iptables -D` takes it): those jumping to one of
+    our chains, and those with one of `markers` in their text."""
+    found, table = [], None
+    for line in save_text.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith("-A ") and table:
+            words = line.split()
+            target = words[words.index("-j") + 1] if "-j" in words else (
+                words[words.index("-g") + 1] if "-g" in words else "")
+            ours = target.startswith(prefixes) or any(m in line for m in markers)
+            if ours and not words[1].startswith(prefixes):
+                found.append((table, line[3:]))
+    return found
+
+
+def _save(tool):
+    return subprocess.run([f"{tool}-save"], capture_output=True, text=True).stdout
 
 
 def remove_chains(tool, prefixes=OUR_CHAIN_PREFIXES, markers=OUR_RULE_MARKERS):
-    """Delete rules jumping to our chains (those named with `prefixes`) from any other chain,
-    and rules there with one of `markers` in their text, then flush and delete our chains, in
-    every table; {table: [chain, ...]} of the chains that stay."""
-    save = f"{tool}-save"
-    if not shutil.which(save):
+    """Delete our rules in other chains (rules_to_delete), then flush and delete our chains
+    (named with `prefixes`), in every table; {table: [chain, ...]} of the chains that stay."""
+    if not shutil.which(f"{tool}-save"):
         return {}
-    tables, text = _chains(save, prefixes)
-    marked = [line for line in text.splitlines() if line.startswith("-A ") and any(m in line for m in markers)]
-    if not tables and not marked:
-        return {}
-    table = None
-    for line in text.splitlines():
-        if line.startswith("*"):
-            table = line[1:]
-        elif line.startswith("-A ") and (table in tables or line in marked):
-            words = line.split()
-            chain = words[1]
-            target = words[words.index("-j") + 1] if "-j" in words else (
-                words[words.index("-g") + 1] if "-g" in words else "")
-            if not chain.startswith(prefixes) and (target.startswith(prefixes) or line in marked):
-                subprocess.run(["sh", "-c", f"{tool} -w -t {table} -D {line[3:]}"], capture_output=True)
-    for table, chains in tables.items():
+    text = _save(tool)
+    for table, rule in rules_to_delete(text, prefixes, markers):
+        subprocess.run(["sh", "-c", f"{tool} -w -t {table} -D {rule}"], capture_output=True)
+    for table, chains in our_chains(text, prefixes).items():
         for chain in chains:
             subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
         for chain in chains:
             subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
-    return _chains(save, prefixes)[0]
+    return our_chains(_save(tool), prefixes)
 
 
 def ipsets(prefixes=IPSET_PREFIXES):
