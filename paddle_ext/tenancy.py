@@ -156,16 +156,21 @@ def local_queue(ns: str, name: str, cluster_queue: str, weight: str | None = Non
 
 NOTEBOOK_PORT = 8888  # KubeSpawner's default port of the single-user server
 NETWORK_POLICY_NAMES = ("paddlecloud-notebook-ingress", "paddlecloud-pods-ingress", "paddlecloud-egress")
+# Where users' pods may send DNS queries unless the site names its DNS (user_network_policy
+# "dns"): the cluster DNS pods, k8s-app=kube-dns in kube-system (kubeadm, kind, k3s, GKE, EKS).
+CLUSTER_DNS_PEERS = ({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                      "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}},)
 
 
 def user_network_policies(ns: str, hub_namespace: str, hub_pod_labels: dict, proxy_pod_labels: dict | None = None,
-                          api_server: list | tuple = (), hub_api_port: int = HUB_API_PORT, egress: list | tuple = ()
-                          ) -> list[dict]:
+                          api_server: list | tuple = (), hub_api_port: int = HUB_API_PORT, egress: list | tuple = (),
+                          dns: list | tuple = ()) -> list[dict]:
     """NetworkPolicies of a user namespace:
     - nothing reaches the notebook pod but the proxy and the hub (its port only);
     - the namespace's other pods (job workers) are reached from the namespace's own pods only;
-    - its pods reach their own namespace's pods, the hub API, DNS (port 53 anywhere) and the
-      API server (`api_server`: [{"cidr", "port"}]), plus any `egress` rules the site adds."""
+    - its pods reach their own namespace's pods, the hub API, the cluster's DNS (port 53 of
+      `dns`: NetworkPolicyPeers, by default CLUSTER_DNS_PEERS) and the API server
+      (`api_server`: [{"cidr", "port"}]), plus any `egress` rules the site adds."""
     hub_ns = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": hub_namespace}}}
     hub = {**hub_ns, "podSelector": {"matchLabels": dict(hub_pod_labels)}}
     peers = [hub] + ([{**hub_ns, "podSelector": {"matchLabels": dict(proxy_pod_labels)}}] if proxy_pod_labels else [])
@@ -179,7 +184,8 @@ def user_network_policies(ns: str, hub_namespace: str, hub_pod_labels: dict, pro
     egress_rules: list[dict] = [
         {"to": [{"podSelector": {}}]},
         {"to": [hub], "ports": [{"protocol": "TCP", "port": hub_api_port}]},
-        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+        {"to": [dict(peer) for peer in (dns or CLUSTER_DNS_PEERS)],
+         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
         *({"to": [{"ipBlock": {"cidr": entry["cidr"]}}], "ports": [{"protocol": "TCP", "port": int(entry["port"])}]}
           for entry in api_server),
         *(dict(rule) for rule in egress),

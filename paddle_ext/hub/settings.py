@@ -126,7 +126,8 @@ class HubSettings:
     notebook_cluster_role: str = ""
     # A NetworkPolicy set in each user namespace (tenancy.user_network_policies); empty: none.
     # {"hub_pod_labels": {...}, "proxy_pod_labels": {...}, "hub_api_port": <HUB_API_PORT>,
-    #  "api_server": [{"cidr": "10.0.0.1/32", "port": 6443}], "egress": [<extra egress rules>]}
+    #  "api_server": [{"cidr": "10.0.0.1/32", "port": 6443}], "egress": [<extra egress rules>],
+    #  "dns": [<NetworkPolicyPeer of the cluster's DNS>] (default: kube-system's k8s-app=kube-dns pods)}
     user_network_policy: dict = dataclasses.field(default_factory=dict)
     # Who may log in, an explicit choice (the hub will not start without one): these users,
     # members of these groups (authenticators that know groups, e.g. OAuthenticator, LDAP),

@@ -385,7 +385,8 @@ class PaddleCloudSpawner(KubeSpawner):
         networking = NetworkingV1Api(self.api.api_client)
         bodies = tenancy.user_network_policies(
             ns, self.paddlecloud_settings.hub_namespace, policy["hub_pod_labels"], policy.get("proxy_pod_labels"),
-            policy.get("api_server", ()), policy.get("hub_api_port", HUB_API_PORT), policy.get("egress", ()))
+            policy.get("api_server", ()), policy.get("hub_api_port", HUB_API_PORT), policy.get("egress", ()),
+            policy.get("dns", ()))
         await run_all(*(self._create_or_replace(networking.create_namespaced_network_policy,
                                                 networking.replace_namespaced_network_policy, ns, body)
                         for body in bodies))

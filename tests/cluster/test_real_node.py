@@ -108,6 +108,7 @@ def host_state():
                          if any(d in line for d in (node.RUN_DIR, "/kubelet/", node.CONTAINERD_ROOT))),
         "iptables chains": chains, "iptables rules": rules,
         "nft tables": sorted(t for t in _run("nft", "list", "tables").splitlines() if "kube" in t),
+        "ipsets": node.ipsets(),
         "kubepods cgroups": node.cgroup_dirs(),
         "processes": procs,
         "containerd state": os.path.exists(node.CONTAINERD_STATE) or os.path.exists(node.CONTAINERD_SOCKET),

@@ -113,7 +113,7 @@ def test_what_the_hub_makes_in_a_user_namespace_passes_too(cluster, name, tmp_pa
                                    settings.limit_range_ephemeral_storage),
                *tenancy.user_network_policies(user_ns, settings.hub_namespace, policy["hub_pod_labels"],
                                               policy["proxy_pod_labels"], policy["api_server"],
-                                              policy["hub_api_port"], policy["egress"]),
+                                              policy["hub_api_port"], policy["egress"], policy["dns"]),
                *dataset_claims(settings, user_ns),
                tenancy.user_resource_quota(user_ns, Effective(Limits.from_dict(parse_patch(settings.default_quota)), {}),
                                            settings.gpu_resource, settings.object_quota)]

@@ -103,9 +103,15 @@ def test_user_network_policies():
     assert egress["spec"]["podSelector"] == {} and egress["spec"]["policyTypes"] == ["Egress"]
     assert rules[0] == {"to": [{"podSelector": {}}]}
     assert rules[1]["ports"] == [{"protocol": "TCP", "port": 8081}]
+    dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    assert rules[2] == {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}], "ports": dns_ports}
     assert rules[3] == {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]}
     assert rules[4] == {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}
     assert {p["metadata"]["name"] for p in (notebook, pods, egress)} == set(tenancy.NETWORK_POLICY_NAMES)
+    node_local = [{"ipBlock": {"cidr": "169.254.20.10/32"}}]
+    site_dns = tenancy.user_network_policies("u-a", "hub-ns", {"a": "hub"}, dns=node_local)[2]["spec"]["egress"][2]
+    assert site_dns == {"to": node_local, "ports": dns_ports}
     with pytest.raises(ValueError, match="needs hub_pod_labels"):
         HubSettings(user_network_policy={"proxy_pod_labels": {"a": "b"}})
 

@@ -2,13 +2,15 @@
 # Build (or reuse) the test cluster's binaries into ~/.cache/paddlecloud/k8s-<key>/bin:
 # the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, KWOK, helm), the Kueue controller manager, the real node (kubelet, kube-proxy,
-# CoreDNS, pause) and the default StorageClass's local-path provisioner (tools/k8s/storage.py).
+# CoreDNS, pause), the default StorageClass's local-path provisioner (tools/k8s/storage.py) and
+# kube-router's NetworkPolicy controller (tools/k8s/netpol.py).
 # Also copies Kueue's CRDs and webhook manifests from its module and fetches what the tests
 # would otherwise download (Kubeflow's PaddleJob CRD).
 # Usage: tools/k8s/build.sh            build what is missing, print the bin dir
 #        tools/k8s/build.sh --print    only print the bin dir
 # Each binary is cached on its own under ~/.cache/paddlecloud/bin/<name>-<version>-<key>,
-# keyed by its version, package, link flags, BUILD_REV and its Go module's go.mod/go.sum;
+# keyed by its version, package, link flags, BUILD_REV and its Go module's go.mod/go.sum (and
+# the .go files of our own main packages: coredns, pause, kube-router);
 # the bin dir is a set of hard links keyed by all of them. Binaries are built one at a
 # time (each link needs ~2 GiB RSS).
 set -euo pipefail
@@ -17,7 +19,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
 ver() { sed -n "s/^$1=//p" "$HERE/VERSIONS"; }
 K8S="$(ver KUBERNETES)"; ETCD="$(ver ETCD)"; KWOK="$(ver KWOK)"; HELM="$(ver HELM)"
-COREDNS="$(ver COREDNS)"; KUEUE="$(ver KUEUE)"; BUILD_REV="$(ver BUILD_REV)"; LOCAL_PATH="$(ver LOCAL_PATH_PROVISIONER)"
+COREDNS="$(ver COREDNS)"; KUEUE="$(ver KUEUE)"; KUBE_ROUTER="$(ver KUBE_ROUTER)"; BUILD_REV="$(ver BUILD_REV)"; LOCAL_PATH="$(ver LOCAL_PATH_PROVISIONER)"
 CACHE_ROOT="${PADDLECLOUD_CACHE:-$HOME/.cache/paddlecloud}"
 
 minor="${K8S#v1.}"; minor="${minor%%.*}"
@@ -45,10 +47,12 @@ helm|helm|helm.sh/helm/v3/cmd/helm|$HELM|$helm_ldflags
 coredns|coredns|paddlecloud.local/tools/k8s/coredns|$COREDNS|-s -w
 pause|pause|paddlecloud.local/tools/k8s/pause|$BUILD_REV|-s -w
 local-path-provisioner|local-path|github.com/rancher/local-path-provisioner|$LOCAL_PATH|-s -w -X main.VERSION=$LOCAL_PATH
-kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|$KUEUE|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE"
+kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|$KUEUE|-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE
+kube-router|kube-router|paddlecloud.local/tools/k8s/kube-router|$KUBE_ROUTER|-s -w"
 
 binary_key() {  # binary_key <name> <dir> <pkg> <version> <ldflags> -> 12 hex digits
-  { printf '%s\n' "$1" "$3" "$4" "$5" "rev=$BUILD_REV"; cat "$HERE/$2/go.mod"; cat "$HERE/$2/go.sum" 2>/dev/null || true; } \
+  { printf '%s\n' "$1" "$3" "$4" "$5" "rev=$BUILD_REV"; cat "$HERE/$2/go.mod"; cat "$HERE/$2/go.sum" 2>/dev/null || true
+    cat "$HERE/$2"/*.go 2>/dev/null || true; } \
     | sha1sum | cut -c1-12
 }
 

@@ -8,7 +8,7 @@ CLUSTER_NODES ?= 2
 IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
 # The real node and its images need root; without it they are skipped with a notice.
 NODE_DEPS := $(if $(IS_ROOT),images,)
-NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap conntrack iptables
+NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap conntrack iptables ipset
 
 .PHONY: k8s-bin node-deps images cluster cluster-down
 

@@ -12,7 +12,8 @@ What the node creates, and what stop (or the next start, after a crash) removes:
 processes (also every container process and containerd shim), the bridge and its veths,
 network namespaces and mounts under the node's dirs, the kubepods cgroups under every
 controller, iptables/ip6tables chains KUBE-*, CNI-* and PADDLECLOUD-*, kube-proxy's
-nftables tables, CNI cache files, /var/log/containers links, and the sysctls the
+nftables tables, the NetworkPolicy enforcer's process and ipsets (tools/k8s/netpol.py, which
+starts it for the tests that need it), CNI cache files, /var/log/containers links, and the sysctls the
 components change (restored to what they were). Everything it must undo is written to
 RECORD before it is done, so a SIGKILLed run can be cleaned up from the record alone.
 Images imported into containerd stay in a persistent root under ~/.cache/paddlecloud.
@@ -70,6 +71,10 @@ HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip", "ipt
               "iptables-save", "conntrack", "buildah")
 NODE_BINARIES = ("kubelet", "kube-proxy", "coredns", "pause")
 OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-", "PADDLECLOUD-")
+IPSET_PREFIXES = ("KUBE-SRC-", "KUBE-DST-")  # kube-router's (tools/k8s/netpol.py)
+# Rules of ours in the built-in chains that jump to none of our chains, known by their comment:
+# kube-router's ACCEPT of what its policies passed (in INPUT, FORWARD and OUTPUT).
+OUR_RULE_MARKERS = ('--comment "KUBE-ROUTER rule',)
 EGRESS_CHAIN = "PADDLECLOUD-EGRESS"
 NFT_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"))
 # Kernel settings kubelet and kube-proxy (or the bridge plugin) may change; restored on stop.
@@ -81,6 +86,9 @@ SYSCTLS = ("net/ipv4/ip_forward", "net/ipv4/conf/all/route_localnet", "net/bridg
 HOST_DIRS = ("/var/log/containers", "/var/lib/cni/results", "/var/lib/cni", SHIM_SOCKET_DIR, "/run/containerd",
              "/run/containers/networks", "/run/containers")  # the last two: buildah, when importing images
 NODE_COMPONENTS = ("coredns", "kube-proxy", "kubelet", "containerd")
+# Daemons found by name (run from the cache) when no record names them; kube-router runs only
+# while tools/k8s/netpol.py enforces NetworkPolicies.
+NODE_DAEMONS = ("kubelet", "kube-proxy", "coredns", "kube-router")
 
 
 class NodeError(RuntimeError):
@@ -283,45 +291,72 @@ def remove_cgroups(roots, timeout=20.0):
         time.sleep(0.2)
 
 
-def _chains(save_cmd):
+def our_chains(save_text, prefixes=OUR_CHAIN_PREFIXES):
     """{table: [chain, ...]} of our chains (by prefix) in iptables-save output."""
-    proc = subprocess.run([save_cmd], capture_output=True, text=True)
     tables, table = {}, None
-    for line in proc.stdout.splitlines():
+    for line in save_text.splitlines():
         if line.startswith("*"):
             table = line[1:]
         elif line.startswith(":") and table:
             chain = line[1:].split()[0]
-            if chain.startswith(OUR_CHAIN_PREFIXES):
+            if chain.startswith(prefixes):
                 tables.setdefault(table, []).append(chain)
-    return tables, proc.stdout
+    return tables
 
 
-def remove_chains(tool):
-    """Delete rules jumping to our chains from any chain, then flush and delete our chains."""
-    save = f"{tool}-save"
-    if not shutil.which(save):
-        return {}
-    tables, text = _chains(save)
-    if not tables:
-        return {}
-    table = None
-    for line in text.splitlines():
+def rules_to_delete(save_text, prefixes=OUR_CHAIN_PREFIXES, markers=OUR_RULE_MARKERS):
+    """[(table, rule)] of the rules outside our chains that belong to us, from iptables-save
+    output (`rule`: the text after "-A ", as `iptables -D` takes it): those jumping to one of
+    our chains, and those with one of `markers` in their text."""
+    found, table = [], None
+    for line in save_text.splitlines():
         if line.startswith("*"):
             table = line[1:]
-        elif line.startswith("-A ") and table in tables:
+        elif line.startswith("-A ") and table:
             words = line.split()
-            chain = words[1]
             target = words[words.index("-j") + 1] if "-j" in words else (
                 words[words.index("-g") + 1] if "-g" in words else "")
-            if not chain.startswith(OUR_CHAIN_PREFIXES) and target.startswith(OUR_CHAIN_PREFIXES):
-                subprocess.run(["sh", "-c", f"{tool} -w -t {table} -D {line[3:]}"], capture_output=True)
-    for table, chains in tables.items():
+            ours = target.startswith(prefixes) or any(m in line for m in markers)
+            if ours and not words[1].startswith(prefixes):
+                found.append((table, line[3:]))
+    return found
+
+
+def _save(tool):
+    return subprocess.run([f"{tool}-save"], capture_output=True, text=True).stdout
+
+
+def remove_chains(tool, prefixes=OUR_CHAIN_PREFIXES, markers=OUR_RULE_MARKERS):
+    """Delete our rules in other chains (rules_to_delete), then flush and delete our chains
+    (named with `prefixes`), in every table; {table: [chain, ...]} of the chains that stay."""
+    if not shutil.which(f"{tool}-save"):
+        return {}
+    text = _save(tool)
+    for table, rule in rules_to_delete(text, prefixes, markers):
+        subprocess.run(["sh", "-c", f"{tool} -w -t {table} -D {rule}"], capture_output=True)
+    for table, chains in our_chains(text, prefixes).items():
         for chain in chains:
             subprocess.run([tool, "-w", "-t", table, "-F", chain], capture_output=True)
         for chain in chains:
             subprocess.run([tool, "-w", "-t", table, "-X", chain], capture_output=True)
-    return _chains(save)[0]
+    return our_chains(_save(tool), prefixes)
+
+
+def ipsets(prefixes=IPSET_PREFIXES):
+    """Names of the ipsets named with `prefixes` that exist now."""
+    if not shutil.which("ipset"):
+        return []
+    out = subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True).stdout
+    return [name for name in out.split() if name.startswith(prefixes)]
+
+
+def remove_ipsets(prefixes=IPSET_PREFIXES):
+    """Destroy those ipsets (once no iptables rule uses them); return the names that stay.
+    A set that is a member of another (list:set) goes on a later pass."""
+    for _ in range(3):
+        for name in ipsets(prefixes):
+            subprocess.run(["ipset", "destroy", name], capture_output=True)
+    return ipsets(prefixes)
 
 
 def nft_tables():
@@ -375,7 +410,8 @@ def _holds_lock_file(pid):
 def node_processes(record, keep=()):
     """Pids of processes that belong to a real node: recorded ones (if still the same
     program) plus, by name, our containerd, its shims, kubelet/kube-proxy/coredns from
-    the cache, and holders of the machine lock; minus `keep`."""
+    the cache (and the NetworkPolicy enforcer, kube-router), and holders of the machine lock;
+    minus `keep`."""
     pids = []
     for info in (record or {}).get("pids", {}).values():
         if runs_as_recorded(info):
@@ -386,7 +422,7 @@ def node_processes(record, keep=()):
             continue
         exe = pid_exe(pid)
         name = os.path.basename(argv[0])
-        if name in ("kubelet", "kube-proxy", "coredns") and exe.startswith(CACHE_ROOT + "/"):
+        if name in NODE_DAEMONS and exe.startswith(CACHE_ROOT + "/"):
             pids.append(pid)
         elif name.startswith("containerd") and any(a.startswith(RUN_DIR) or a == CONTAINERD_SOCKET for a in argv):
             pids.append(pid)  # our containerd (--config under RUN_DIR) and its shims (-address)
@@ -511,8 +547,8 @@ def _teardown(record, keep):
         info = pids.get(name)
         if info and runs_as_recorded(info):
             kill_and_wait([info["pid"]], timeout=10)
-    kill_and_wait([p for p in node_processes({}) if os.path.basename(pid_cmdline(p)[0]) in
-                   ("kubelet", "kube-proxy", "coredns")], timeout=10)
+    kill_and_wait([p for p in node_processes({}) if os.path.basename(pid_cmdline(p)[0]) in NODE_DAEMONS],
+                  timeout=10)
     signal_pids(cgroup_pids(cgroup_dirs()), signal.SIGKILL)
     # 2. containerd and its shims
     kill_and_wait([p for p in node_processes(record) if os.path.basename(pid_cmdline(p)[0]).startswith("containerd")],
@@ -539,6 +575,7 @@ def _teardown(record, keep):
     for tool in ("iptables", "ip6tables"):
         left = remove_chains(tool)
         problems += [f"{tool} -t {t} chain {c}" for t, chains in left.items() for c in chains]
+    problems += [f"ipset {name}" for name in remove_ipsets()]
     problems += [f"nft table {t}" for t in remove_nft_tables(record.get("nft_tables"))]
     remove_bridge()
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0:

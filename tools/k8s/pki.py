@@ -117,6 +117,24 @@ def make_pki(pki_dir, real_node=False):
     return paths
 
 
+def client_cert(paths, name, subject_cn, org=None):
+    """Issue a client certificate from the cluster's CA (`paths`: make_pki's dict) next to its
+    other files as <name>.crt/.key, for a component started later (tools/k8s/netpol.py);
+    returns (cert path, key path). An existing pair is reused."""
+    pki_dir = os.path.dirname(paths["ca.crt"])
+    cert_path, key_path = os.path.join(pki_dir, f"{name}.crt"), os.path.join(pki_dir, f"{name}.key")
+    if os.path.exists(cert_path) and os.path.exists(key_path):
+        return cert_path, key_path
+    with open(paths["ca.crt"], "rb") as fh:
+        ca = x509.load_pem_x509_certificate(fh.read())
+    with open(paths["ca.key"], "rb") as fh:
+        ca_key = serialization.load_pem_private_key(fh.read(), password=None)
+    key = _key()
+    _write_key(key_path, key)
+    _write_cert(cert_path, _cert(subject_cn, key, issuer_cert=ca, issuer_key=ca_key, org=org, client=True))
+    return cert_path, key_path
+
+
 def kubeconfig_dict(server, ca_path, cert_path, key_path, name="paddlecloud-test"):
     """An admin kubeconfig with absolute file references."""
     return {

@@ -145,7 +145,8 @@ The traitlets passthrough the hub loads last: hub.config, plus what the chart de
       "proxy_pod_labels" (include "pc.selectorLabels" (dict "root" . "component" "proxy") | fromYaml)
       "hub_api_port" (include "pc.hubApiPort" . | atoi)
       "api_server" (include "pc.apiServer" . | fromJsonArray)
-      "egress" .Values.networkPolicy.userEgress }}
+      "egress" .Values.networkPolicy.userEgress
+      "dns" (.Values.networkPolicy.dns | default list) }}
 {{- $_ := set $settings "user_network_policy" $policy }}
 {{- end }}
 {{- toYaml $settings }}
