@@ -16,6 +16,10 @@ from tools.k8s.cluster import GPU_TAINT, node_manifest
 # node in the cluster they carry the taint real GPU nodes usually have; GPU pods tolerate it.
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 KWOK_NODES = {"type": "kwok"}
+# How long the session cluster's Kueue lets an admitted job's workers take to start before its
+# waitForPodsReady evicts the job (tools/k8s/kueue.py; `make cluster` keeps Kueue's 5 minutes).
+# Short enough for a test to wait it out; long for the real node's start of a 2-worker job.
+KUEUE_PODS_READY_SECONDS = 120
 # A file a test creates in a job's container (open_gate) to let a gated script go on (ticker.py --until).
 GATE = "/tmp/paddlecloud-test-gate"
 

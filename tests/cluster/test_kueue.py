@@ -1,6 +1,7 @@
 """Kueue in the test cluster, for real: its controller manager as a process (tools/k8s/kueue.py)
 against the control plane, with its CRDs and its webhooks reached by URL, admitting Indexed
-Jobs whose pods run on the KWOK GPU nodes (2 nodes of 8 GPUs).
+Jobs whose pods run on the KWOK GPU nodes (2 nodes of 8 GPUs); one test runs real Paddle
+workers on the real node through the queue.
 
 The first tests get a user namespace (label paddlecloud.io/user, where Kueue's webhooks and job
 management apply), a ResourceFlavor, a ClusterQueue of 8 GPUs for that namespace and a
@@ -13,6 +14,7 @@ gate that frees them, so nothing waits on a timer.
 """
 
 import asyncio
+import contextlib
 import datetime
 import os
 import subprocess
@@ -23,11 +25,12 @@ from decimal import Decimal
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for, wait_for_async
+from cluster_helpers import GPU_TOLERATION, KUEUE_PODS_READY_SECONDS, on_kwok_nodes, wait_for, wait_for_async
 
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
+from paddle_ext.errors import JobNotFound
 from paddle_ext.hub.quota_sync import QuotaSync
 from paddle_ext.jobs import Phase
 from paddle_ext.kubeapi import KubeApi
@@ -39,6 +42,8 @@ from paddle_ext.timestamps import parse_time
 from tools.k8s import kueue
 from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION
 from tools.k8s.procutil import pid_alive, read_json
+
+from test_k8s_backend import MISSING_IMAGE, SMALL, backend, job_pods, wait_phase
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE = "research"
@@ -600,6 +605,69 @@ def test_an_unlabeled_job_from_the_notebook_is_queued_in_the_users_default_queue
     assert pods_of(core_v1, ns, "sneaky") == []
     release(batch_v1, ns)
     wait_for(lambda: job_done(batch_v1, ns, "sneaky"), timeout=90, what="the unlabeled job admitted and completed")
+
+
+async def test_a_two_worker_paddle_job_whose_team_has_room_is_admitted_once_and_succeeds_on_the_real_node(
+        teams, custom, core_v1, real_cluster):
+    """Real Paddle through the queue, as today without it: both workers on the real node,
+    their lines in the merged log, one Workload admitted once (never evicted) and finished."""
+    ns, _ = teams.make("realnode", gpus=8)
+    jobs = backend(real_cluster, ns, queue_name=queues.LOCAL_QUEUE)
+    try:
+        await jobs.submit(JobSpec(name="queued-real", command=["python", "train.py", "--epochs", "1"], workers=2,
+                                  **SMALL))
+        job = await wait_phase(jobs, "queued-real", ("Succeeded", "Failed"), timeout=600)
+        assert job.phase == Phase.SUCCEEDED, job.message
+        assert (job.restarts, job.requeues, job.attempt) == (0, 0, 1), job.to_dict()
+        pods = job_pods(core_v1, ns, "queued-real")
+        assert len(pods) == 2 and {p.spec.node_name for p in pods} == {real_cluster.real_node_name}, \
+            [(p.metadata.name, p.spec.node_name) for p in pods]
+        lines = [line async for line in jobs.logs("queued-real")]
+        for rank in (0, 1):
+            assert f"[worker-{rank}] rank {rank}: all_reduce check ok: sum=3 over 2 workers" in lines, lines[-20:]
+            assert f"[worker-{rank}] rank {rank}: done" in lines, lines[-20:]
+    finally:
+        await jobs.close()
+    owned = [wl for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
+             if any(o["kind"] == "Job" and o["name"] == "queued-real" for o in wl["metadata"]["ownerReferences"])]
+    assert len(owned) == 1, [wl["metadata"]["name"] for wl in owned]
+    wl = wait_for(lambda: condition(workload_of(custom, ns, "queued-real") or {}, "Finished")
+                  and workload_of(custom, ns, "queued-real"), what="the Workload finished")
+    status = wl["status"]
+    assert not (status.get("schedulingStats") or {}).get("evictions"), status
+    assert "requeueState" not in status, status
+    assert not any(c["type"] in ("Evicted", "Preempted") for c in status["conditions"]), status["conditions"]
+
+
+async def test_a_job_whose_workers_cannot_all_start_is_evicted_by_wait_for_pods_ready_and_the_user_reads_why(
+        teams, custom, core_v1, real_cluster):
+    """An image that does not exist: the real node cannot start the workers, so Kueue's
+    waitForPodsReady (KUEUE_PODS_READY_SECONDS in the session's Kueue) takes the job's place
+    back and requeues it; the user's status says why, and no pod of it holds the node."""
+    ns, _ = teams.make("podsready", gpus=8)
+    jobs = backend(real_cluster, ns, queue_name=queues.LOCAL_QUEUE)
+    try:
+        await jobs.submit(JobSpec(name="ghost", command=["python", "train.py"], workers=2, image=MISSING_IMAGE,
+                                  **SMALL))
+        started = await wait_phase(jobs, "ghost", (Phase.PENDING,), timeout=120)  # admitted, workers not starting
+        assert started.requeues == 0, started.to_dict()
+
+        async def sent_back():
+            job = await jobs.get("ghost")
+            return job if job.phase == Phase.QUEUED and job.requeues else None
+
+        job = await wait_for_async(sent_back, timeout=KUEUE_PODS_READY_SECONDS + 180, interval=1,
+                                   what="Kueue's waitForPodsReady to evict the job whose workers cannot start")
+        assert job.message.startswith("Evicted: not all of its workers could start in time"), job.message
+        assert job.last_restart_reason.startswith("evicted: not all of its workers could start"), job.to_dict()
+        assert (job.restarts, job.requeues, job.attempt) == (0, 1, 2), job.to_dict()
+        wl = workload_of(custom, ns, "ghost")
+        assert [e["reason"] for e in wl["status"]["schedulingStats"]["evictions"]] == ["PodsReadyTimeout"], wl["status"]
+        wait_for(lambda: not job_pods(core_v1, ns, "ghost"), timeout=60, what="the evicted job's pods deleted")
+    finally:
+        with contextlib.suppress(JobNotFound):  # readmitted, it would hold its place again for the timeout
+            await jobs.cancel("ghost")
+        await jobs.close()
 
 
 def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, custom, batch_v1, core_v1,

@@ -300,7 +300,7 @@ class Cluster:
 
     def __init__(self, state_dir, bin_dir=None, nodes=2, complete_after="2s", pod_delay_ms=200,
                  node_resources=None, real_node=False, node_lock_timeout=600.0, storage=False,
-                 kueue=False):
+                 kueue=False, kueue_pods_ready_timeout="5m"):
         self.state_dir = os.path.abspath(state_dir)
         self.bin_dir = os.path.abspath(bin_dir or default_bin_dir())
         use_node, self.real_node_notice = resolve_real_node(real_node, self.bin_dir)
@@ -318,7 +318,9 @@ class Cluster:
         self._commands = {}  # name -> (argv, env) of each component, for restart_component
         self.pki = {}
         self._ssl = None
-        self.kueue = Kueue(self) if kueue else None  # tools/k8s/kueue.py, started after the control plane
+        # tools/k8s/kueue.py, started after the control plane; kueue_pods_ready_timeout is how long
+        # its waitForPodsReady lets an admitted job's workers take to start (Kueue's duration form).
+        self.kueue = Kueue(self, kueue_pods_ready_timeout) if kueue else None
 
     def __enter__(self):
         self.start()
