@@ -180,6 +180,25 @@ def test_a_job_whose_workers_did_not_all_start_in_time_says_so():
     assert "requeued" in job.message
 
 
+def test_a_job_kueue_is_sending_back_says_why_before_its_quota_is_released():
+    """Kueue suspends the evicted job first and releases its quota once the workers have
+    stopped: in between the Workload is neither admitted-and-running nor waiting in line."""
+    mine = workload("mine", admitted_to=CQ, conditions=[
+        cond("QuotaReserved"), cond("Admitted"),
+        cond("Evicted", reason="PodsReadyTimeout", message="Exceeded the PodsReady timeout paddlecloud-alice/job-mine")])
+    job = job_from_objects(suspended_job("mine"), [], [], kueue=view(mine))
+    assert job.phase == Phase.QUEUED
+    assert job.message == ("Evicted: not all of its workers could start in time (image, node or volume problems), "
+                           "so Kueue took its place back. Now it goes back in line in team vision's queue once "
+                           "its workers have stopped.")
+    assert job.queue.position is None and job.queue.queue == "team vision's queue"
+    assert job.requeues == 1 and job.last_restart_reason.startswith("evicted: not all of its workers could start")
+    # Admitted and never sent back: nothing to say beyond the plain queued message.
+    plain = job_from_objects(suspended_job("ok"), [], [], kueue=view(
+        workload("ok", admitted_to=CQ, conditions=[cond("QuotaReserved"), cond("Admitted")])))
+    assert plain.queue is None and plain.message == "The job is queued, waiting for cluster capacity."
+
+
 def test_preemption_inside_the_queue_and_unknown_evictions_read_in_words():
     inside = workload("i", conditions=[cond("Preempted", reason="InClusterQueue", message="...")])
     assert kq.interruption(inside) == "preempted: a higher-priority job in the same queue needed its resources; requeued"
