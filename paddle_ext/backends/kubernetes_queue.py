@@ -316,15 +316,13 @@ def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeu
     return None
 
 
-def _sent_back(workload: dict, view: KueueView) -> tuple[QueueState, str] | None:
+def _sent_back(workload: dict, view: KueueView, title: str) -> tuple[QueueState, str] | None:
     """A suspended job whose Workload Kueue evicted or preempted but still holds its quota
     (Kueue releases it once the job's workers have stopped): why, and that it goes back in
-    line; None for any other Workload that is not waiting."""
+    line in `title`; None for any other Workload that is not waiting."""
     why = interruption(workload, view.cluster_queues)
     if why is None:
         return None
-    cq = cluster_queue_of(workload, view.queue_map) or ""
-    title = queue_title(cq, view.cluster_queues) if cq else "the queue"
     words = f"goes back in line in {title} once its workers have stopped"
     return QueueState(queue=title, waiting_for=words), f"{why[0].upper()}{why[1:]}. Now it {words}."
 
@@ -428,10 +426,10 @@ def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) ->
     workload = view.workload_of(job)
     if workload is None:
         return None
-    if not pending(workload):
-        return _sent_back(workload, view)
     cq = cluster_queue_of(workload, view.queue_map) or ""
     title = queue_title(cq, view.cluster_queues) if cq else "the queue"
+    if not pending(workload):
+        return _sent_back(workload, view, title)
     waiting = view.lines.get(cq, []) if cq else []
     uid = (workload.get("metadata") or {}).get("uid")
     place = None

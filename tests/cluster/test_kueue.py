@@ -104,11 +104,14 @@ def job(name, workers, gpus, queue=QUEUE, suspend=True, complete_after="2s"):
                                   "spec": on_kwok_nodes({"restartPolicy": "Never", "containers": [container]})}}}
 
 
+def workloads_of(custom, ns, job_name):
+    """Every Workload of namespace `ns` that the Job `job_name` owns (Kueue makes one)."""
+    return [wl for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
+            if any(o["kind"] == "Job" and o["name"] == job_name for o in wl["metadata"].get("ownerReferences", ()))]
+
+
 def workload_of(custom, ns, job_name):
-    for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]:
-        if any(o["kind"] == "Job" and o["name"] == job_name for o in wl["metadata"].get("ownerReferences", ())):
-            return wl
-    return None
+    return next(iter(workloads_of(custom, ns, job_name)), None)
 
 
 def pods_of(core_v1, ns, job_name):
@@ -628,11 +631,10 @@ async def test_a_two_worker_paddle_job_whose_team_has_room_is_admitted_once_and_
             assert f"[worker-{rank}] rank {rank}: done" in lines, lines[-20:]
     finally:
         await jobs.close()
-    owned = [wl for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
-             if any(o["kind"] == "Job" and o["name"] == "queued-real" for o in wl["metadata"]["ownerReferences"])]
+    owned = workloads_of(custom, ns, "queued-real")
     assert len(owned) == 1, [wl["metadata"]["name"] for wl in owned]
-    wl = wait_for(lambda: condition(workload_of(custom, ns, "queued-real") or {}, "Finished")
-                  and workload_of(custom, ns, "queued-real"), what="the Workload finished")
+    wl = wait_for(lambda: (found := workload_of(custom, ns, "queued-real")) and condition(found, "Finished") and found,
+                  what="the Workload finished")
     status = wl["status"]
     assert not (status.get("schedulingStats") or {}).get("evictions"), status
     assert "requeueState" not in status, status
