@@ -209,6 +209,7 @@ class PaddleCloudSpawner(KubeSpawner):
 
     _gpu_room_checked = True
     _nodes_forbidden_logged = False  # class-wide: logged once per hub process
+    _no_api_server_logged = False  # class-wide: logged once per hub process
 
     async def _check_gpu_room(self, pod_spec: dict) -> None:
         """Refuse a GPU notebook (403 with GpuRoom.message) that no node it may use has room for now."""
@@ -382,6 +383,11 @@ class PaddleCloudSpawner(KubeSpawner):
         policy, ns = self.paddlecloud_settings.user_network_policy, self.namespace
         if not policy:
             return
+        if not policy.get("api_server") and not PaddleCloudSpawner._no_api_server_logged:
+            PaddleCloudSpawner._no_api_server_logged = True
+            self.log.warning("user_network_policy names no api_server (the chart could not read the API server's "
+                             "address; set networkPolicy.apiServer): users' pods cannot reach the Kubernetes API, "
+                             "so notebooks cannot launch jobs")
         networking = NetworkingV1Api(self.api.api_client)
         bodies = tenancy.user_network_policies(
             ns, self.paddlecloud_settings.hub_namespace, policy["hub_pod_labels"], policy.get("proxy_pod_labels"),

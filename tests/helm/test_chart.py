@@ -129,9 +129,9 @@ def test_every_values_file_renders_and_each_object_is_what_the_hub_expects(name)
         assert settings["job_kind"] == "paddlejob"
     if name == "minimal":
         assert public["spec"]["type"] == "ClusterIP"
-        # Where the API server is cannot be read without a cluster: users' pods may reach 443/6443.
-        assert settings["user_network_policy"]["api_server"] == [{"cidr": "0.0.0.0/0", "port": 443},
-                                                                 {"cidr": "0.0.0.0/0", "port": 6443}]
+        # Where the API server is cannot be read without a cluster: no API-server egress at all,
+        # rather than 443/6443 to any address.
+        assert settings["user_network_policy"]["api_server"] == []
 
 
 @pytest.mark.parametrize("name", MATRIX)

@@ -69,10 +69,11 @@ def install_dry_run(cluster) -> tuple[dict, str]:
 
 def test_install_dry_run_reads_the_api_server_from_the_cluster_and_says_how_to_log_in(cluster):
     # This control plane publishes no endpoints for `kubernetes` (its API server is on 127.0.0.1):
-    # the users' pods may then reach 443 and 6443 anywhere.
+    # the users' pods then get no API-server egress (not 443/6443 anywhere), and the notes say so.
     settings, notes = install_dry_run(cluster)
-    assert settings["user_network_policy"]["api_server"] == [{"cidr": "0.0.0.0/0", "port": 443},
-                                                             {"cidr": "0.0.0.0/0", "port": 6443}]
+    assert settings["user_network_policy"]["api_server"] == []
+    assert "WARNING: users' notebooks cannot reach the Kubernetes API server" in notes
+    assert "networkPolicy.apiServer=" in notes
     assert "port-forward service/proxy-public 8000:80" in notes
     assert 'Log in with "github"' in notes and "users alice, bob" in notes and "/services/quota/" in notes
     # Where the cluster says where its API server is, exactly that (and the Service's address).
@@ -83,13 +84,14 @@ def test_install_dry_run_reads_the_api_server_from_the_cluster_and_says_how_to_l
         "endpoints": [{"addresses": ["192.0.2.10"]}, {"addresses": ["192.0.2.11"]}],
         "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}))
     try:
-        settings, _ = install_dry_run(cluster)
+        settings, notes = install_dry_run(cluster)
     finally:
         kubectl(cluster.kubeconfig, "delete", "endpointslice", "-n", "default", "kubernetes-helm-test")
     service_ip = json.loads(kubectl(cluster.kubeconfig, "get", "service", "kubernetes", "-o", "json").stdout)
     assert settings["user_network_policy"]["api_server"] == [
         {"cidr": "192.0.2.10/32", "port": 6443}, {"cidr": "192.0.2.11/32", "port": 6443},
         {"cidr": f"{service_ip['spec']['clusterIP']}/32", "port": 443}]
+    assert "WARNING" not in notes
 
 
 @pytest.mark.parametrize("name", ["full", "minimal"])

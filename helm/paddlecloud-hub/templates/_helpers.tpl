@@ -96,7 +96,10 @@ The traitlets passthrough the hub loads last: hub.config, plus what the chart de
 {{- toYaml $config }}
 {{- end }}
 
-{{- /* Where users' pods reach the API server: values, else the cluster's, else 443/6443 anywhere. */}}
+{{- /* Where users' pods reach the API server: values, else the cluster's (the `kubernetes` Service's
+endpoints and ClusterIPs), else nowhere: where the address cannot be read (helm template, a client
+dry run, a cluster that publishes no endpoints) users' pods get no API-server egress rather than
+ports 443/6443 to any address, and NOTES.txt says to set networkPolicy.apiServer. */}}
 {{- define "pc.apiServer" -}}
 {{- $entries := list }}
 {{- if .Values.networkPolicy.apiServer }}
@@ -123,9 +126,6 @@ The traitlets passthrough the hub loads last: hub.config, plus what the chart de
 {{- $entries = append $entries (dict "cidr" $cidr "port" $port.port) }}
 {{- end }}
 {{- end }}
-{{- end }}
-{{- if not $entries }}
-{{- $entries = list (dict "cidr" "0.0.0.0/0" "port" 443) (dict "cidr" "0.0.0.0/0" "port" 6443) }}
 {{- end }}
 {{- end }}
 {{- toJson $entries }}
