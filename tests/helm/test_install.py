@@ -181,6 +181,7 @@ def test_install_with_the_readmes_values_the_hub_and_proxy_become_ready(deployme
     assert 'Log in with "dummy": any user name below, with the password of' in proc.stdout
     assert "any password" not in proc.stdout
     assert f"kubectl delete namespace {NS}" in proc.stdout
+    assert "WARNING" not in proc.stdout  # the API server's address was read from the cluster
     echo = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith('echo "http://')]
     assert len(echo) == 1, proc.stdout
     env = {**os.environ, "KUBECONFIG": d.kubeconfig, "PATH": f"{bin_dir()}:{os.environ['PATH']}"}
