@@ -227,3 +227,33 @@ async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_n
     await asyncio.sleep(0.5)
     spawner._start_future.set_result(None)
     assert await asyncio.wait_for(shown, 5) == [f"Namespace {spawner.namespace} ready", "Home volume home-dave ready"]
+
+
+async def test_a_policy_with_no_api_server_opens_no_egress_for_it_and_the_hub_says_so_once(monkeypatch, caplog):
+    from types import SimpleNamespace
+
+    import kubespawner.spawner
+
+    from paddle_ext.hub.spawner import PaddleCloudSpawner
+
+    monkeypatch.setattr(kubespawner.spawner, "load_config", lambda **_kwargs: None)  # no cluster here
+    monkeypatch.setattr(kubespawner.spawner, "shared_client", lambda _name: None)
+    monkeypatch.setattr(PaddleCloudSpawner, "_no_api_server_logged", False)
+    settings = HubSettings(user_network_policy={"hub_pod_labels": {"component": "hub"}, "api_server": []})
+    spawner = PaddleCloudSpawner(_mock=True, enable_user_namespaces=True, events_enabled=False,
+                                 service_exposure_policy=False, user_pod_policy=False, sync_quota=False,
+                                 paddlecloud_settings=settings)
+    spawner._setup_events = []
+    spawner.api = SimpleNamespace(api_client=None)
+    made = []
+
+    async def create_or_replace(_create, _replace, _ns, body):
+        made.append(body)
+
+    monkeypatch.setattr(spawner, "_create_or_replace", create_or_replace)
+    for _ in range(2):
+        await spawner._make_network_policies()
+    egress = [rule for body in made for rule in body["spec"].get("egress", ())]
+    assert egress and not [peer for rule in egress for peer in rule["to"] if "ipBlock" in peer]
+    warned = [r.getMessage() for r in caplog.records if "names no api_server" in r.getMessage()]
+    assert len(warned) == 1 and "set networkPolicy.apiServer" in warned[0]
