@@ -21,6 +21,7 @@ from .restarts import USER_EXIT_CODES
 from .jobs import outputs_record
 from .launch import launch_argv, trainers_per_worker
 from .spec import JobSpec
+from .workspace import MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES
 
 SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
 # Every emptyDir we make has a size: the job's folder (its code, unpacked: at most
@@ -32,12 +33,6 @@ LAUNCH_LOG_DIR = "/tmp/paddlecloud-launch"  # Paddle's launcher writes its own l
 CODE_MOUNT = "/var/run/paddlecloud/code"
 CODE_KEY = "code.tar.gz"
 UNKEPT_OUTPUTS = "/tmp/paddlecloud-outputs"
-# The init container: unpack the code (if it travels) into the job's folder, make the
-# output folder. Python's own tarfile, so any image that can run Paddle can run it.
-PREPARE_SCRIPT = ("import os, sys, tarfile\n"
-                  "archive, folder, outputs = sys.argv[1:4]\n"
-                  "if archive:\n    tarfile.open(archive).extractall(folder)\n"
-                  "os.makedirs(outputs, exist_ok=True)\n")
 INDEX_REFERENCE = f"$({COMPLETION_INDEX_ENV})"  # expanded by Kubernetes in the worker's command
 NO_OUTPUTS_NOTE = ("This cluster keeps no job outputs: it has no shared workspace, so what workers write "
                    "is gone with their pods. Write results to a dataset volume or ask an admin for a workspace.")
@@ -74,12 +69,13 @@ def literal(text: str) -> str:
 
 
 @functools.cache
-def relay_program() -> str:
-    """paddle_ext/trainer_logs.py's source: standard library only, so any worker image with
-    a Python runs it (`python -c`), ours or a user's, with or without paddle_ext."""
+def program(module: str) -> str:
+    """The source of a standard-library-only module of this package (trainer_logs,
+    job_folder), so any worker image with a Python runs it (`python -c`), ours or a
+    user's, with or without paddle_ext."""
     import importlib.resources  # (only a job's submit needs it)
 
-    return importlib.resources.files(__package__).joinpath("trainer_logs.py").read_text(encoding="utf-8")
+    return importlib.resources.files(__package__).joinpath(f"{module}.py").read_text(encoding="utf-8")
 
 
 def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: str | None = None) -> list[str]:
@@ -91,7 +87,7 @@ def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: st
     own = len(argv) - len(spec.command)
     launcher = argv[:own] + [literal(arg) for arg in argv[own:]]
     ranks = str(trainers_per_worker(spec.gpus_per_worker))
-    return ["python", "-c", literal(relay_program()), LAUNCH_LOG_DIR, ranks, "--", *launcher]
+    return ["python", "-c", literal(program("trainer_logs")), LAUNCH_LOG_DIR, ranks, "--", *launcher]
 
 
 def restartable(spec: JobSpec) -> bool:
@@ -275,8 +271,10 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
     init = {
         "name": "prepare",
         "image": spec.image or settings.image,
-        "command": ["python", "-c", literal(PREPARE_SCRIPT), literal(archive), literal(settings.workdir),
-                    literal(outputs(spec, settings)["path"])],
+        # Unpack the code (if it travels) into the job's folder, checked and capped as in the
+        # notebook (paddle_ext.job_folder); make the output folder.
+        "command": ["python", "-c", literal(program("job_folder")), literal(archive), literal(settings.workdir),
+                    literal(outputs(spec, settings)["path"]), str(MAX_UNPACKED_BYTES), str(MAX_UNPACKED_FILES)],
         "resources": resources(spec, settings),  # as the worker's: the pod's request stays the worker's
         "securityContext": container_security_context(),
         "volumeMounts": init_mounts,

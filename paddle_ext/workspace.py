@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 from .constants import CODE_MAX_BYTES, OUTPUTS_FOLDER
 from .errors import PaddleCloudError
+from .job_folder import OverCap, checked_members, extract
 from .quantity import human_bytes
 
 IGNORE_FILE = ".paddlecloudignore"
@@ -224,19 +225,13 @@ def unpack(archive: bytes, target: str, max_bytes: int = MAX_UNPACKED_BYTES,
     """Extract a snapshot archive into `target`; the relative paths written. Only plain files
     and folders inside `target` (checked here: the Pythons of Debian bookworm images, 3.11.2,
     predate tarfile's extraction filters), at most `max_files` entries and `max_bytes` in
-    all (ArchiveTooLarge). Every entry is checked before anything is written."""
+    all (ArchiveTooLarge). Every entry is checked before anything is written
+    (paddle_ext.job_folder, which the jobs' init containers run too)."""
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        members, total = [], 0
-        for member in tar:  # headers one by one: a bomb of entries stops at the cap, not at the end
-            if len(members) >= max_files:
-                raise ArchiveTooLarge(f"more than {max_files} files (MAX_UNPACKED_FILES)")
-            parts = member.name.split("/")
-            if member.name.startswith("/") or ".." in parts or not (member.isfile() or member.isdir()):
-                raise ValueError(f"The code archive holds an entry that may not be unpacked: {member.name!r}")
-            total += member.size
-            if total > max_bytes:
-                raise ArchiveTooLarge(f"more than {human_bytes(max_bytes)} (MAX_UNPACKED_BYTES)")
-            members.append(member)
-        os.makedirs(target, exist_ok=True)
-        tar.extractall(target, members=members, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        try:
+            members = checked_members(tar, max_bytes, max_files)
+        except OverCap as exc:
+            raise ArchiveTooLarge(f"more than {max_files} files (MAX_UNPACKED_FILES)" if exc.cap == "files"
+                                  else f"more than {human_bytes(max_bytes)} (MAX_UNPACKED_BYTES)") from None
+        extract(tar, members, target)
     return [m.name for m in members]

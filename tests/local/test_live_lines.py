@@ -22,7 +22,7 @@ import pytest
 
 from serverutil import Gate, assert_no_processes_under, wait_for
 
-from paddle_ext.manifests import relay_program
+from paddle_ext.manifests import program
 
 WAIT_SECONDS = 180  # a loaded 2-core machine starts two Paddle launchers slowly
 FAILSAFE_SECONDS = 300  # the gate opens by itself then, so a stuck stream still ends (and the test fails)
@@ -131,7 +131,7 @@ def test_a_second_local_rank_reaches_the_workers_output_while_held(workdir, tmp_
     token = os.urandom(4).hex()
     log_dir = tmp_path / "launch"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # as every job's environment has it
-    worker = subprocess.Popen([sys.executable, "-c", relay_program(), str(log_dir), "2", "--",
+    worker = subprocess.Popen([sys.executable, "-c", program("trainer_logs"), str(log_dir), "2", "--",
                                sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
                                "--log_dir", str(log_dir), "hold.py", str(gate), token],
                               cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -9,8 +9,9 @@ from catalogue import DATASETS
 from paddle_ext import manifests
 from paddle_ext.constants import SPEC_ANNOTATION
 from paddle_ext.jobkinds import job_objects
-from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, jobs_selector, label_selector, relay_program
+from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, jobs_selector, label_selector, program
 from paddle_ext.spec import JobSpec
+from paddle_ext.workspace import MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES
 
 K8S_VERSION = "1.35.0"
 
@@ -51,7 +52,7 @@ def test_one_cpu_worker_whole_objects():
                         "name": "paddle",
                         "image": "paddle:3.3.1-cpu",
                         # the launcher under the trainer log relay (paddle_ext/trainer_logs.py, run from source)
-                        "command": ["python", "-c", relay_program(), "/tmp/paddlecloud-launch", "1", "--",
+                        "command": ["python", "-c", program("trainer_logs"), "/tmp/paddlecloud-launch", "1", "--",
                                     "python", "-m", "paddle.distributed.launch", "--master", "tiny-0.tiny:36789",
                                     "--nnodes", "1", "--rank", "$(JOB_COMPLETION_INDEX)", "--nproc_per_node", "1",
                                     "--job_id", "tiny", "--log_dir", "/tmp/paddlecloud-launch",
@@ -129,8 +130,9 @@ def test_a_job_from_a_folder_off_the_workspace_unpacks_its_code_at_the_same_path
     assert {"name": "workdir", "emptyDir": {"sizeLimit": "8Gi"}} in pod["volumes"]
     assert {"name": "code", "configMap": {"name": "tiny-code"}} in pod["volumes"]
     assert init["command"][:2] == ["python", "-c"]
+    assert init["command"][2] == manifests.program("job_folder")
     assert init["command"][3:] == ["/var/run/paddlecloud/code/code.tar.gz", "/home/jovyan/project",
-                                   "/tmp/paddlecloud-outputs/tiny"]
+                                   "/tmp/paddlecloud-outputs/tiny", str(MAX_UNPACKED_BYTES), str(MAX_UNPACKED_FILES)]
     # The outputs folder the init container makes is a volume the worker shares.
     outputs_mount = {"name": "outputs", "mountPath": "/tmp/paddlecloud-outputs"}
     assert {"name": "outputs", "emptyDir": {"sizeLimit": "8Gi"}} in pod["volumes"] and outputs_mount in container["volumeMounts"]
@@ -154,8 +156,8 @@ def test_a_job_from_a_folder_on_the_shared_workspace_runs_there_and_keeps_its_ou
     assert {"name": "workspace", "mountPath": "/home/jovyan"} in container["volumeMounts"]
     assert {"name": "workspace", **HOME} in pod["volumes"]
     assert not [v for v in pod["volumes"] if v["name"] in ("code", "workdir", "outputs")]  # nothing travels
-    assert pod["initContainers"][0]["command"][3:] == ["", "/home/jovyan/project",
-                                                      "/home/jovyan/project/paddlecloud-outputs/tiny"]
+    assert pod["initContainers"][0]["command"][3:6] == ["", "/home/jovyan/project",
+                                                        "/home/jovyan/project/paddlecloud-outputs/tiny"]
     assert {"name": "PADDLECLOUD_OUTPUT_DIR", "value": "/home/jovyan/project/paddlecloud-outputs/tiny"} \
         in container["env"]
     assert manifests.outputs(spec, s)["kept"] is True

@@ -83,10 +83,10 @@ def test_the_container_program_relays_forwards_a_stop_and_keeps_the_exit_code(tm
     import subprocess
     import sys
 
-    from paddle_ext.manifests import relay_program
+    from paddle_ext.manifests import program
 
     log_dir = tmp_path / "launch"
-    proc = subprocess.Popen([sys.executable, "-c", relay_program(), str(log_dir), "1", "--",
+    proc = subprocess.Popen([sys.executable, "-c", program("trainer_logs"), str(log_dir), "1", "--",
                              sys.executable, "-c", FAKE_LAUNCHER, str(log_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -104,9 +104,9 @@ def test_the_container_program_says_how_to_call_it():
     import subprocess
     import sys
 
-    from paddle_ext.manifests import relay_program
+    from paddle_ext.manifests import program
 
-    proc = subprocess.run([sys.executable, "-c", relay_program(), "dir", "x", "--", "true"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", program("trainer_logs"), "dir", "x", "--", "true"], capture_output=True,
                           text=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (2, "usage: trainer_logs LOG_DIR RANKS -- LAUNCHER_ARGV...\n")
 

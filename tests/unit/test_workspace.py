@@ -155,3 +155,61 @@ def test_a_folder_with_symlinks_round_trips_without_them_and_says_so(project, tm
     assert not any(os.path.islink(os.path.join(folder, name)) for folder, _, names in os.walk(out) for name in names)
     in_place = record_in_place(str(project), max_bytes=10)
     assert in_place.archive is None and "skipped" not in in_place.record()
+
+
+def run_job_folder(archive: bytes | None, tmp_path, max_bytes=1024 * 1024, max_files=40):
+    """The jobs' init container, as Kubernetes runs it: this source under `python -c`."""
+    import subprocess
+    import sys
+
+    from paddle_ext.manifests import program
+
+    path = tmp_path / "code.tar.gz"
+    if archive is not None:
+        path.write_bytes(archive)
+    folder, outputs = tmp_path / "job", tmp_path / "outputs" / "job"
+    proc = subprocess.run([sys.executable, "-I", "-c", program("job_folder"), str(path) if archive is not None else "",
+                           str(folder), str(outputs), str(max_bytes), str(max_files)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    return proc, folder, outputs
+
+
+@pytest.mark.parametrize("entries, limit", [
+    ([(f"f{i}.py", 0) for i in range(50)], "more than 40 files"),
+    ([("a.bin", 600_000), ("b.bin", 600_000)], "more than 1048576 bytes"),
+])
+def test_the_jobs_init_container_refuses_an_archive_over_the_caps_and_writes_nothing(entries, limit, tmp_path):
+    proc, folder, outputs = run_job_folder(bomb(entries), tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"The code archive would unpack to {limit}; nothing was written."
+    assert not folder.exists() and not outputs.exists()
+
+
+def test_the_jobs_init_container_refuses_a_link_or_an_entry_outside_the_folder(tmp_path):
+    import io
+    import tarfile
+
+    for name, kind in (("../outside.py", tarfile.REGTYPE), ("link", tarfile.SYMTYPE)):
+        data = io.BytesIO()
+        with tarfile.open(fileobj=data, mode="w:gz") as tar:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+            tar.addfile(info, io.BytesIO(b""))
+        proc, folder, _ = run_job_folder(data.getvalue(), tmp_path)
+        assert proc.returncode == 1 and f"may not be unpacked: {name!r}" in proc.stderr
+        assert not folder.exists() and not (tmp_path / "outside.py").exists()
+
+
+def test_the_jobs_init_container_unpacks_a_snapshot_and_makes_the_outputs_folder(project, tmp_path):
+    made = snapshot(str(project))
+    proc, folder, outputs = run_job_folder(made.archive, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
+        f.path for f in made.files)
+    assert outputs.is_dir()
+
+
+def test_the_jobs_init_container_without_code_makes_only_the_outputs_folder(tmp_path):
+    proc, folder, outputs = run_job_folder(None, tmp_path)  # the job runs on the shared workspace
+    assert proc.returncode == 0, proc.stderr
+    assert outputs.is_dir() and not folder.exists()
