@@ -147,6 +147,11 @@ SITE_MAX_RESTARTS = 10
 # Most a job's code snapshot may weigh, compressed (paddle_ext.workspace; JobBackend.code_max_bytes):
 # a ConfigMap holds at most 1 MiB; leave room for the object around the archive.
 CODE_MAX_BYTES = 768 * 1024
+# An archive of a job's code is refused, before anything is written, where it would unpack
+# to more than this (a gzip bomb: a snapshot that expands without end): in the notebook
+# (workspace.unpack) and in the job's init container (job_folder).
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_UNPACKED_FILES = 20_000
 
 # The merged log of several workers prefixes each line with this (see loglines.prefix_line).
 WORKER_PREFIX = "[worker-{index}] "

@@ -16,16 +16,16 @@ from typing import Any
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
                         JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_MAX_EXEC_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
                         MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
-from .constants import INDEX_FAILURE_COUNT_ANNOTATION, RESTART_ENV, RUN_AS_GROUP, RUN_AS_USER
+from .constants import (INDEX_FAILURE_COUNT_ANNOTATION, MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES, RESTART_ENV,
+                        RUN_AS_GROUP, RUN_AS_USER)
 from .restarts import USER_EXIT_CODES
 from .jobs import outputs_record
 from .launch import launch_argv, trainers_per_worker
 from .spec import JobSpec
-from .workspace import MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES
 
 SHM_SIZE = "1Gi"  # /dev/shm for Paddle's data loaders
 # Every emptyDir we make has a size: the job's folder (its code, unpacked: at most
-# workspace.MAX_UNPACKED_BYTES, plus what the job writes beside it) and outputs that are not
+# MAX_UNPACKED_BYTES, plus what the job writes beside it) and outputs that are not
 # kept. Past it the kubelet evicts the pod rather than let it fill the node's disk.
 WORKDIR_SIZE = "8Gi"
 UNKEPT_OUTPUTS_SIZE = "8Gi"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable
 if TYPE_CHECKING:
     import pathspec
 
-from .constants import CODE_MAX_BYTES, OUTPUTS_FOLDER
+from .constants import CODE_MAX_BYTES, MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES, OUTPUTS_FOLDER
 from .errors import PaddleCloudError
 from .job_folder import OverCap, checked_members, extract
 from .quantity import human_bytes
@@ -43,10 +43,6 @@ HOPELESS_FACTOR = 20
 # A folder that does not travel (it is run in place) is digested up to this size.
 MAX_DIGESTED_BYTES = 256 * 1024 * 1024
 LARGEST_SHOWN = 3
-# `unpack` refuses an archive that would write more than this (a gzip bomb: a 1 MiB
-# snapshot that expands without end), before writing anything.
-MAX_UNPACKED_BYTES = 256 * 1024 * 1024
-MAX_UNPACKED_FILES = 20_000
 # The job's `code` field names at most this many skipped links.
 SKIPPED_SHOWN = 20
 

@@ -7,11 +7,10 @@ import pytest
 
 from catalogue import DATASETS
 from paddle_ext import manifests
-from paddle_ext.constants import SPEC_ANNOTATION
+from paddle_ext.constants import MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES, SPEC_ANNOTATION
 from paddle_ext.jobkinds import job_objects
 from paddle_ext.manifests import MAX_NAMES_IN_SELECTOR, ManifestSettings, jobs_selector, label_selector, program
 from paddle_ext.spec import JobSpec
-from paddle_ext.workspace import MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES
 
 K8S_VERSION = "1.35.0"
 
