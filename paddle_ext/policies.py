@@ -5,7 +5,7 @@ itself refuses in PaddleCloud user namespaces, and to the hub, whoever asks.
 - `user_pod_policies`: pods and Jobs in user namespaces do not place themselves (nodeName),
   tolerate only the site's taints, take no priority class the site did not allow, set no
   GPU-runtime variables the GPU device plugin owns, mount the team's dataset claims
-  read-only and (with Kueue) name their queue.
+  read-only, give every emptyDir a sizeLimit and (with Kueue) name their queue.
 - `hub_policy`: the hub's service account writes only in user namespaces (and its own quota
   ConfigMap), so a compromised hub cannot start a pod in kube-system.
 
@@ -160,6 +160,13 @@ def _pod_validations(path: str) -> list[dict]:
              " && v.persistentVolumeClaim.readOnly)).map(v, v.persistentVolumeClaim.claimName).join(', ') + \" is "
              f"mounted read-only {_IN_USER_NAMESPACES}: set persistentVolumeClaim.readOnly: true (datasets are "
              "shared by the whole team).\""),
+        rule("!has(variables.spec.volumes) || variables.spec.volumes.all(v, !has(v.emptyDir) || "
+             "has(v.emptyDir.sizeLimit))",
+             f"{path}volumes: every emptyDir needs a sizeLimit {_IN_USER_NAMESPACES}, so that what a pod "
+             "writes there is bounded.",
+             f"\"{path}volumes: every emptyDir needs a sizeLimit {_IN_USER_NAMESPACES}, not \" + "
+             "variables.spec.volumes.filter(v, has(v.emptyDir) && !has(v.emptyDir.sizeLimit)).map(v, v.name)"
+             ".join(', ') + \", so that what a pod writes there is bounded.\""),
     ]
 
 

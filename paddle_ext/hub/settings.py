@@ -185,6 +185,12 @@ class HubSettings:
                     check_quantity(str(value))
                 except ValueError as exc:
                     raise ValueError(f"{name}.{key}: {exc}") from exc
+        for entry in self.datasets:
+            volume = entry.get("volume") if isinstance(entry, dict) else None
+            if isinstance(volume, dict) and "emptyDir" in volume and not (volume["emptyDir"] or {}).get("sizeLimit"):
+                raise ValueError(f"datasets: '{entry.get('name', '?')}' is an emptyDir without a sizeLimit, which "
+                                 "user namespaces refuse (paddle_ext.policies): give it one, e.g. "
+                                 "{emptyDir: {sizeLimit: 10Gi}}")
         for toleration in (*self.gpu_tolerations, *self.allowed_tolerations):
             if not isinstance(toleration, dict) or set(toleration) - _TOLERATION_KEYS:
                 raise ValueError(f"a toleration is a mapping of {', '.join(sorted(_TOLERATION_KEYS))} (got {toleration!r})")

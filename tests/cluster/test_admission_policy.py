@@ -188,6 +188,11 @@ def writable_dataset(pod: dict) -> None:
     container(pod)["volumeMounts"].append({"name": "grab", "mountPath": "/grab"})
 
 
+def unsized_scratch(pod: dict) -> None:
+    pod["volumes"].append({"name": "scratch", "emptyDir": {}})
+    container(pod)["volumeMounts"].append({"name": "scratch", "mountPath": "/scratch"})
+
+
 # (what, change to the pod spec, GPUs, words of the message after the field's path)
 HOSTILE = [
     ("nodeName", lambda pod: pod.update(nodeName="kwok-gpu-0"), 0,
@@ -219,6 +224,9 @@ HOSTILE = [
     ("a dataset claim mounted writable", writable_dataset, 0,
      "volumes: the dataset claim team-datasets is mounted read-only in PaddleCloud user namespaces: set "
      "persistentVolumeClaim.readOnly: true"),
+    ("an emptyDir without a size", unsized_scratch, 0,
+     "volumes: every emptyDir needs a sizeLimit in PaddleCloud user namespaces, not scratch, so that what a pod "
+     "writes there is bounded."),
 ]
 
 

@@ -257,3 +257,11 @@ async def test_a_policy_with_no_api_server_opens_no_egress_for_it_and_the_hub_sa
     assert egress and not [peer for rule in egress for peer in rule["to"] if "ipBlock" in peer]
     warned = [r.getMessage() for r in caplog.records if "names no api_server" in r.getMessage()]
     assert len(warned) == 1 and "set networkPolicy.apiServer" in warned[0]
+
+
+def test_a_catalogue_emptydir_without_a_size_is_refused_naming_it():
+    scratch = {"name": "scratch", "mount_path": "/scratch", "volume": {"emptyDir": {}}}
+    with pytest.raises(ValueError, match="datasets: 'scratch' is an emptyDir without a sizeLimit"):
+        HubSettings(datasets=(scratch,))
+    sized = {**scratch, "volume": {"emptyDir": {"sizeLimit": "10Gi"}}}
+    assert HubSettings(datasets=(sized,)).datasets == (sized,)

@@ -22,7 +22,7 @@ DATASETS = ({"name": "imagenet", "mount_path": "/datasets/imagenet",
              "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}}},
             {"name": "coco", "mount_path": "/datasets/coco", "sub_path": "coco",
              "volume": {"persistentVolumeClaim": {"claimName": "team-datasets"}}},
-            {"name": "scratch", "mount_path": "/scratch", "volume": {"emptyDir": {}}})
+            {"name": "scratch", "mount_path": "/scratch", "volume": {"emptyDir": {"sizeLimit": "10Gi"}}})
 SITE = HubSettings(gpu_tolerations=(GPU_TOLERATION,), datasets=DATASETS, allowed_priority_classes=("research-low",),
                    allowed_tolerations=({"key": "flavor", "operator": "Equal", "value": "a100", "effect": "NoSchedule"},),
                    queue_name="user-queue", cluster_queue="team")
@@ -113,6 +113,8 @@ def test_the_products_own_job_pods_carry_only_what_the_rules_allow():
     names = {e["name"] for c in pod["containers"] + pod["initContainers"] for e in c.get("env", [])}
     assert not {n for n in names if n.startswith(policies.GPU_RUNTIME_ENV_PREFIX)}
     assert all("envFrom" not in c for c in pod["containers"] + pod["initContainers"])
+    empty_dirs = [v["emptyDir"] for v in pod["volumes"] if "emptyDir" in v]
+    assert empty_dirs and all(d.get("sizeLimit") for d in empty_dirs)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "user-queue"
 
 
