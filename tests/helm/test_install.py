@@ -100,12 +100,17 @@ class Deployment:
 
     def keep(self, name: str, session: requests.Session) -> requests.Session:
         """Keep a logged-in session and an API token made with it, for `api(..., user=name)`."""
-        token = session.post(f"{self.url}/hub/api/users/{name}/tokens", json={"note": "helm test"}, timeout=30,
+        self.sessions[name], self.tokens[name] = session, self.new_token(name, session)
+        return session
+
+    def new_token(self, name: str, session: requests.Session, scopes: list[str] | None = None) -> str:
+        """An API token the user makes in the logged-in session (all their rights, or `scopes`)."""
+        body = {"note": "helm test", **({"scopes": scopes} if scopes is not None else {})}
+        token = session.post(f"{self.url}/hub/api/users/{name}/tokens", json=body, timeout=30,
                              headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")
                                       or session.cookies.get("_xsrf")})
         assert token.status_code == 201, token.text
-        self.sessions[name], self.tokens[name] = session, token.json()["token"]
-        return session
+        return token.json()["token"]
 
     def api(self, method: str, path: str, user: str = USER, **kwargs) -> requests.Response:
         kwargs.setdefault("timeout", 60)
@@ -283,6 +288,14 @@ def test_an_admin_changes_the_users_quota_and_the_resourcequota_follows(deployme
     # A user may not.
     refused = d.api("PUT", f"/services/quota/api/quotas/users/{USER}", json={"cpu": "64"})
     assert refused.status_code == 403
+    # Nor may a token of the admin's that lacks the quota admin scope (any admin-owned token could).
+    narrow = d.new_token(ADMIN, d.sessions[ADMIN], scopes=["read:users", "access:services!service=quota"])
+    for method, path in (("PUT", f"/users/{USER}"), ("PUT", "/default"), ("GET", "")):
+        refused = requests.request(method, f"{d.url}/services/quota/api/quotas{path}", timeout=60,
+                                   headers={"Authorization": f"token {narrow}"},
+                                   json={"cpu": "64"} if method == "PUT" else None)
+        assert refused.status_code == 403, (method, path, refused.status_code, refused.text)
+    assert d.get("configmap", "-n", NS, "paddlecloud-quotas")["data"]["quotas.json"] == stored
 
 
 # What the hub's service account must be able to do (the code does each of these).
