@@ -198,6 +198,34 @@ def test_the_users_quota_bars_nodeport_and_loadbalancer_services(cluster, core_v
     assert [s.metadata.name for s in core_v1.list_namespaced_service(ns).items] == ["job-a"]
 
 
+def test_a_user_cannot_fill_etcd_past_the_configmaps_the_quota_counts(cluster, core_v1, rbac_v1, make_namespace):
+    """The user's own account makes ConfigMaps (what code snapshots are) until refused: the
+    hub's ResourceQuota counts them (OBJECT_QUOTA), so the API server refuses the one past the
+    count, naming it, and no more are kept (issue 25: nothing counted them)."""
+    ns = user_namespace(core_v1, rbac_v1, make_namespace)
+    user = as_service_account(cluster, core_v1, ns)
+    limit = int(tenancy.OBJECT_QUOTA["count/configmaps"])
+
+    def configmap(name: str) -> dict:
+        return {"metadata": {"name": name}, "data": {"filler": "x" * 1024}}
+
+    def counted():  # the RBAC cache and the quota's first count catch up within moments
+        try:
+            user.create_namespaced_config_map(ns, configmap("fill-first"))
+            return True
+        except kubernetes.client.ApiException as exc:
+            assert exc.status == 403 and "exceeded quota" not in exc.body, exc.body
+            return False
+
+    wait_for(counted, timeout=15, what="the user's first ConfigMap")
+    made = len(core_v1.list_namespaced_config_map(ns).items)  # with the cluster's kube-root-ca.crt
+    for i in range(limit - made):
+        user.create_namespaced_config_map(ns, configmap(f"fill-{i:03d}"))
+    message = refusal(lambda: user.create_namespaced_config_map(ns, configmap("one-too-many")))
+    assert "exceeded quota: paddlecloud-quota" in message and f"limited: count/configmaps={limit}" in message, message
+    assert len(core_v1.list_namespaced_config_map(ns).items) == limit
+
+
 def test_the_admission_policy_bars_external_ips_and_exposed_types(cluster, core_v1, rbac_v1, make_namespace,
                                                                   exposure_policy):
     ns = user_namespace(core_v1, rbac_v1, make_namespace)
