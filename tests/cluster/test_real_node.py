@@ -301,7 +301,7 @@ def test_restricted_notebook_pod_runs_as_uid_1000_and_root_is_refused(real_clust
     ns = make_namespace("pss", labels=RESTRICTED)
     script = ("id -u; id -g; echo HOME=$HOME; command -v jupyterhub-singleuser; "
               "python -c 'import paddle_ext, paddle; print(\"paddle\", paddle.__version__)'; "
-              "jupyter server extension list 2>&1 | grep paddle_ext")
+              "jupyter server extension list 2>&1 | grep paddle_ext; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES")
     core_v1.create_namespaced_pod(ns, restricted_pod("notebook", NOTEBOOK, ["sh", "-c", script]))
     pod = wait_pod_done(core_v1, ns, "notebook", timeout=180)
     out = logs(core_v1, ns, "notebook")
@@ -311,6 +311,8 @@ def test_restricted_notebook_pod_runs_as_uid_1000_and_root_is_refused(real_clust
     assert lines[3].endswith("/bin/jupyterhub-singleuser")
     assert "paddle 3.3.1" in lines
     assert any("paddle_ext" in line and "enabled" in line for line in lines), out
+    # Our images show no GPU to a container that requests none, even on a GPU node (issue 25).
+    assert lines[-1] == "NVIDIA_VISIBLE_DEVICES=void", out
 
     root = restricted_pod("root", NOTEBOOK, ["id"])
     root["spec"]["securityContext"] = {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}
