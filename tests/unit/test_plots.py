@@ -48,7 +48,7 @@ def test_every_line_is_drawn_with_all_its_points_whatever_worker_reports_first()
                            "worker-0": ([0, 1], [0.5, 1.5], True, "#1f77b4")}
     assert loss.marks[0] is first
     plot.mode.value = "mean"
-    assert drawn(loss) == {"mean": ([0, 1, 2], [1.25, 2.25, 3.0], False, "#1f77b4")}
+    assert drawn(loss) == {"mean": ([0, 1, 2], [0.75, 1.75, 3.0], False, "#1f77b4")}
     plot.mode.value = "workers"
     assert drawn(loss)["worker-0"] == ([0, 1], [0.5, 1.5], True, "#1f77b4")
 
