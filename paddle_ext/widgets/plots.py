@@ -34,6 +34,12 @@ def marker_lines(starts: list[tuple[int, int]], lines: dict[str, list[tuple[int,
     return {f"attempt {attempt + 1} began": ([step, step], [low, high]) for attempt, step in starts}
 
 
+def line_color(label: str) -> str:
+    """worker-i's color whichever worker reported first; the mean's the first."""
+    worker = label.removeprefix("worker-")
+    return COLORS[int(worker) % len(COLORS)] if worker.isdigit() else COLORS[0]
+
+
 def chart_order(names: set[str]) -> list[str]:
     """The metrics to chart, losses first, then accuracies, then the rest; throughput last."""
     shown = sorted(name for name in names if name != STEP_TIME)
@@ -59,26 +65,33 @@ class _Chart:
         self.figure.add_class("paddle-chart")
 
     def show(self, lines: dict[str, list[tuple[int, float]]], starts: list[tuple[int, int]] = ()) -> None:
+        """Draw `lines` (label -> points) and the attempt markers. A new line's mark is created
+        with its points, not empty and then filled; every line is in the legend once there are
+        two; a mark already in the figure stays where it is (new ones go after it), so the front
+        end only ever adds a mark's view beside the ones it has drawn, and never takes a drawn
+        one out to put it back."""
+        legend = len(lines) > 1
+        for label, values in lines.items():
+            self._line(label, [step for step, _ in values], [value for _, value in values],
+                       colors=[line_color(label)], display_legend=legend, marker="circle", marker_size=12)
         markers = marker_lines(list(starts), lines)
         for label, (x, y) in markers.items():
-            mark = self.lines.get(label)
-            if mark is None:
-                mark = self.lines[label] = Lines(x=[], y=[], scales={"x": self.x, "y": self.y}, labels=[label],
-                                                 colors=[MARKER_COLOR], line_style="dashed", display_legend=False)
-            with mark.hold_sync():
-                mark.x, mark.y = x, y
-        for number, (label, values) in enumerate(lines.items()):
-            mark = self.lines.get(label)
-            if mark is None:
-                mark = self.lines[label] = Lines(x=[], y=[], scales={"x": self.x, "y": self.y}, labels=[label],
-                                                 colors=[COLORS[number % len(COLORS)]],
-                                                 display_legend=len(lines) > 1, marker="circle", marker_size=12)
-            with mark.hold_sync():
-                mark.x = [step for step, _ in values]
-                mark.y = [value for _, value in values]
-        wanted = [self.lines[label] for label in lines] + [self.lines[label] for label in markers]
-        if list(self.figure.marks) != wanted:
-            self.figure.marks = wanted
+            self._line(label, x, y, colors=[MARKER_COLOR], line_style="dashed", display_legend=False)
+        wanted = [self.lines[label] for label in [*lines, *markers]]
+        marks = [mark for mark in self.figure.marks if mark in wanted]
+        marks += [mark for mark in wanted if mark not in marks]
+        if marks != list(self.figure.marks):
+            self.figure.marks = marks
+
+    def _line(self, label: str, x: list, y: list, display_legend: bool, **style) -> None:
+        """Create a line's mark with its points, or give the existing one its points and legend."""
+        mark = self.lines.get(label)
+        if mark is None:
+            self.lines[label] = Lines(x=x, y=y, scales={"x": self.x, "y": self.y}, labels=[label],
+                                      display_legend=display_legend, **style)
+            return
+        with mark.hold_sync():
+            mark.x, mark.y, mark.display_legend = x, y, display_legend
 
 
 class MetricsPlot(widgets.VBox):

@@ -2,9 +2,11 @@
 JupyterLab and watches the metric charts (bqplot) appear and grow while the job runs,
 then hides the framework's lines with "My output only".
 
-The training cell waits at two gates (files the test creates in the notebook's folder),
-so "while the job runs" is a state the test holds, not a race with the machine's speed:
-10 steps, gate, 10 steps, gate, 20 steps."""
+The training cell waits at gates (files the test creates in the notebook's folder), so
+"while the job runs" is a state the test holds, not a race with the machine's speed:
+10 steps, gate, 10 steps, gate, 20 steps. Worker 0 starts only once worker 1's first 10 steps
+are drawn, so worker 1's line is charted alone before worker 0's appears beside it: the order
+in which a line once came out wrong (worker 0's line a single stray dot, no legend)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ TRAINING = """%%paddle_train --workers 2
 import os, time
 import paddle_ext
 rank = int(os.environ["PADDLE_TRAINER_ID"])
+while rank == 0 and not os.path.exists("gate-0"):
+    time.sleep(0.2)
 for step in range(40):
     for gate, at in (("gate-a", 10), ("gate-b", 20)):
         while step == at and not os.path.exists(gate):
@@ -43,6 +47,23 @@ def points_drawn(page) -> int:
         if (!chart) return 0;
         return [...chart.querySelectorAll('.dot')].filter(dot => !dot.closest('.legend, .g_legend')).length;
     }""")
+
+
+def loss_chart_state(page) -> str:
+    """What the loss chart draws, for a failed wait: each line's label and its number of
+    markers (a mark drawn twice shows up twice), and the legend's entries."""
+    state = page.evaluate("""() => {
+        const chart = [...document.querySelectorAll('.paddle-chart')]
+            .find(fig => fig.textContent.includes('loss'));
+        if (!chart) return null;
+        const curves = [...chart.querySelectorAll('.curve')].filter(c => !c.closest('.legend, .g_legend'));
+        return {
+            lines: curves.map(c => [c.querySelector('.curve_label')?.textContent ?? '?',
+                                    c.querySelectorAll('.dot').length]),
+            legend: [...chart.querySelectorAll('.g_legend .legendtext')].map(t => t.textContent),
+        };
+    }""")
+    return f"loss chart: {state}"
 
 
 def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifacts):
@@ -68,12 +89,18 @@ def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifa
         chart = monitor.locator(".paddle-chart", has_text="loss")
         expect(chart).to_be_visible(timeout=180 * SECOND)
         phase = monitor.locator(".paddle-phase")
+        # Worker 1 at the first gate, worker 0 not started: worker 1's line drawn alone.
+        wait_for(lambda: points_drawn(page) == 10, 180, "worker 1's first 10 steps in the loss chart",
+                 message=lambda: loss_chart_state(page))
+        (home / "gate-0").touch()
         # At the first gate: 10 steps of each worker drawn, the job still running.
-        wait_for(lambda: points_drawn(page) == 20, 180, "10 steps of both workers in the loss chart")
+        wait_for(lambda: points_drawn(page) == 20, 180, "10 steps of both workers in the loss chart",
+                 message=lambda: loss_chart_state(page))
         expect(phase).to_have_text("Running")
         (home / "gate-a").touch()
         # At the second gate: the chart grew to 20 steps of each, while the job still runs.
-        wait_for(lambda: points_drawn(page) == 40, 180, "20 steps of both workers in the loss chart")
+        wait_for(lambda: points_drawn(page) == 40, 180, "20 steps of both workers in the loss chart",
+                 message=lambda: loss_chart_state(page))
         expect(phase).to_have_text("Running")
         chart.scroll_into_view_if_needed()
         docs_screenshot(monitor, artifacts, "live-metrics.png")
@@ -91,6 +118,7 @@ def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifa
         (home / "gate-b").touch()
         expect(phase).to_have_text("Succeeded", timeout=240 * SECOND)
         expect(monitor.locator(".paddle-progress").first).to_have_attribute("data-current", "Finished")
-        wait_for(lambda: points_drawn(page) == 80, 60, "all 40 steps of both workers, each once")
+        wait_for(lambda: points_drawn(page) == 80, 60, "all 40 steps of both workers, each once",
+                 message=lambda: loss_chart_state(page))
     finally:
         page.screenshot(path=str(artifacts / "live-metrics-end.png"))

@@ -28,3 +28,44 @@ def test_the_charts_mark_a_restart_where_the_resumed_attempt_began():
     assert "attempt 2 began" in {m.labels[0] for m in plot.charts.children[1].marks}  # on steps/s too
     plot.mode.value = "mean"
     assert {m.labels[0] for m in plot.charts.children[0].marks} == {"mean", "attempt 2 began"}
+
+
+def drawn(chart):
+    """label -> (x, y, legend shown, color) of each mark of a chart, in the figure's order."""
+    return {m.labels[0]: (list(m.x), list(m.y), m.display_legend, m.colors[0]) for m in chart.marks}
+
+
+def test_every_line_is_drawn_with_all_its_points_whatever_worker_reports_first():
+    plot = MetricsPlot()
+    plot.add([MetricPoint(1, step, {"loss": 1.0 + step}, time=float(step)) for step in range(3)])
+    loss = plot.charts.children[0]
+    assert drawn(loss) == {"worker-1": ([0, 1, 2], [1.0, 2.0, 3.0], False, "#ff7f0e")}  # worker-1's color
+    first = loss.marks[0]
+    plot.add([MetricPoint(0, step, {"loss": 0.5 + step}, time=float(step)) for step in range(2)])
+    # Both lines in the legend, each in its worker's color, each with all its points; worker-1's
+    # mark is the same one, still first: a mark already drawn is never taken out and put back.
+    assert drawn(loss) == {"worker-1": ([0, 1, 2], [1.0, 2.0, 3.0], True, "#ff7f0e"),
+                           "worker-0": ([0, 1], [0.5, 1.5], True, "#1f77b4")}
+    assert loss.marks[0] is first
+    plot.mode.value = "mean"
+    assert drawn(loss) == {"mean": ([0, 1, 2], [0.75, 1.75, 3.0], False, "#1f77b4")}
+    plot.mode.value = "workers"
+    assert drawn(loss)["worker-0"] == ([0, 1], [0.5, 1.5], True, "#1f77b4")
+
+
+def test_a_new_line_is_created_with_its_points_not_empty_and_then_filled():
+    from bqplot import Lines
+
+    created = []
+    original = Lines.__init__
+
+    def spy(self, **kwargs):
+        created.append((kwargs["labels"][0], list(kwargs.get("x", [])), list(kwargs.get("y", []))))
+        original(self, **kwargs)
+
+    Lines.__init__ = spy
+    try:
+        MetricsPlot().add([MetricPoint(0, 0, {"loss": 2.0}, time=0.0), MetricPoint(0, 1, {"loss": 1.0}, time=1.0)])
+    finally:
+        Lines.__init__ = original
+    assert ("worker-0", [0, 1], [2.0, 1.0]) in created
