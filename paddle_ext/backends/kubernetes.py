@@ -464,8 +464,10 @@ class KubernetesBackend(JobBackend):
     async def _own_workloads(self, job: dict) -> KueueView | None:
         """With Kueue, a started job's own Workload (selected by the job's uid, the label Kueue
         gives it): how often Kueue requeued it (its eviction count), where the queue view is not
-        read (the job is not queued)."""
-        if not self.queue_name or self.kind.has_finished(job) or ("workloads", self.namespace) in self._kueue_denied:
+        read (the job is not queued). Also once the job has ended: Kueue keeps a finished job's
+        Workload (with its count) as long as the job, and a job preempted and readmitted that then
+        Succeeds must still say it was sent back (issue 24's "its user reads both events")."""
+        if not self.queue_name or ("workloads", self.namespace) in self._kueue_denied:
             return None
         try:
             data = await self._call("list Kueue workloads", "list",

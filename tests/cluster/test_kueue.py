@@ -25,10 +25,12 @@ from decimal import Decimal
 import kubernetes
 import pytest
 import yaml
-from cluster_helpers import GPU_TOLERATION, KUEUE_PODS_READY_SECONDS, on_kwok_nodes, wait_for, wait_for_async
+from cluster_helpers import (GATE, GPU_TOLERATION, KUEUE_PODS_READY_SECONDS, on_kwok_nodes, open_gate, wait_for,
+                             wait_for_async)
 
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
+from paddle_ext.cli import _describe
 from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
 from paddle_ext.errors import JobNotFound
 from paddle_ext.hub.quota_sync import QuotaSync
@@ -44,6 +46,7 @@ from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION
 from tools.k8s.procutil import pid_alive, read_json
 
 from test_k8s_backend import MISSING_IMAGE, SMALL, backend, job_pods, wait_phase
+from test_restarts_k8s import log_of, pod_of
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 QUEUE = "research"
@@ -264,10 +267,11 @@ class Teams:
                 raise
 
     def make(self, group: str, gpus: int, borrowing: int | None = None,
-             policy: queues.QueuePolicy | None = None) -> tuple[str, dict]:
-        """A team `group` with `gpus` guaranteed GPUs; returns (a member's namespace, its ClusterQueue)."""
+             policy: queues.QueuePolicy | None = None, cpu: str = "64", memory: str = "256Gi") -> tuple[str, dict]:
+        """A team `group` with `gpus` guaranteed GPUs (and `cpu`, `memory`); returns (a member's
+        namespace, its ClusterQueue)."""
         name = f"{group}-{self.tag}"
-        config = QuotaConfig(groups={name: Entry(Limits(gpus=gpus, cpu="64", memory="256Gi"))})
+        config = QuotaConfig(groups={name: Entry(Limits(gpus=gpus, cpu=cpu, memory=memory))})
         if policy is None:
             policy = queues.QueuePolicy(borrowing=Limits(gpus=borrowing) if borrowing is not None else Limits())
         cq = queues.cluster_queue(queues.team_queue(config, name), policy)
@@ -670,6 +674,133 @@ async def test_a_job_whose_workers_cannot_all_start_is_evicted_by_wait_for_pods_
         with contextlib.suppress(JobNotFound):  # readmitted, it would hold its place again for the timeout
             await jobs.cancel("ghost")
         await jobs.close()
+
+
+
+def shared_workspace(core_v1, ns: str, tmp_path, project_folder) -> tuple[dict, str, str]:
+    """A shared (ReadWriteMany) workspace for `ns`'s jobs, as the hub gives each user one (a
+    claim on their home): a static PersistentVolume on the real node's disk bound to a claim in
+    `ns`, writable by the workers' uid, holding a copy of the project (train.py). Mounted at its
+    own host path, so the project's folder is the same in the test and in the job. Returns (the
+    backend's `workspace`, the project folder on it, the PersistentVolume's name to delete)."""
+    root = tmp_path / "workspace"
+    project = root / "project"
+    project.mkdir(parents=True)
+    for folder in (root, project):
+        os.chmod(folder, 0o777)
+    (project / "train.py").write_bytes((project_folder / "train.py").read_bytes())
+    pv = f"ws-{uuid.uuid4().hex[:8]}"
+    core_v1.create_persistent_volume({"metadata": {"name": pv}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+        "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(root)},
+        "claimRef": {"namespace": ns, "name": "home"}}})
+    core_v1.create_namespaced_persistent_volume_claim(ns, {"metadata": {"name": "home"}, "spec": {
+        "accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv,
+        "resources": {"requests": {"storage": "1Gi"}}}})
+    wait_for(lambda: core_v1.read_namespaced_persistent_volume_claim("home", ns).status.phase == "Bound",
+             what="the workspace's claim bound")
+    return {"volume": {"persistentVolumeClaim": {"claimName": "home"}}, "mount_path": str(root)}, str(project), pv
+
+
+async def test_a_borrowing_paddle_job_preempted_by_the_lending_team_resumes_from_its_checkpoint_on_the_real_node(
+        teams, custom, core_v1, batch_v1, real_cluster, project_folder, tmp_path):
+    """Issue 24 with Kueue, for real: team borrower (no quota of its own) runs a 2-worker Paddle
+    job (max_restarts 1) on CPU and memory it borrows from team lender's idle quota; the job
+    checkpoints at step 10 to the user's shared workspace and waits there at a gate (the pause
+    file, on the workspace: only the test makes it). Team lender then submits a job that needs its
+    quota back: Kueue preempts the borrower's job (reclaimWithinCohort), suspends it and its pods
+    go; its user reads "Preempted: team lender ... requeued", attempt 2, no restart spent. The
+    test opens the gate, lets the lender's job finish (a ticker held at a gate of its own), and
+    the borrower's job is readmitted, resumes from step 10 (not 0), Succeeds, and its status
+    still says both: requeued once by the preemption, now attempt 2 (restarts 0 of at most 1).
+    The real node has no GPUs, so the teams' quotas are CPU and memory (what Kueue admits by)."""
+    lender_ns, _ = teams.make("lender", gpus=0, cpu="1", memory="2Gi")  # room for one 2-worker SMALL job
+    borrower_ns, borrower_cq = teams.make("borrower", gpus=0, cpu="0", memory="0")
+    workspace, workdir, pv = shared_workspace(core_v1, borrower_ns, tmp_path, project_folder)
+    gate = os.path.join(workdir, "gate")
+    borrower = backend(real_cluster, borrower_ns, queue_name=queues.LOCAL_QUEUE, workspace=workspace)
+    lender = backend(real_cluster, lender_ns, queue_name=queues.LOCAL_QUEUE)
+    lender_team, name = f"team lender-{teams.tag}", "borrows"
+    try:
+        await borrower.submit(JobSpec(name=name, workers=2, max_restarts=1, **SMALL, command=[
+            "python", "train.py", "--epochs", "2", "--steps", "10", "--checkpoint-every", "10",
+            "--pause-at", "10", "--pause-file", gate]), workdir)
+
+        def borrowed():
+            cq = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", borrower_cq["metadata"]["name"])
+            usage = (cq.get("status") or {}).get("flavorsUsage") or []
+            return {r["name"]: r.get("borrowed") for f in usage for r in f.get("resources", ()) if r["name"] in
+                    ("cpu", "memory")}
+
+        wait_for(lambda: borrowed() == {"cpu": "1", "memory": "2Gi"}, timeout=60,
+                 what="the borrower's job admitted on 1 CPU and 2Gi borrowed from the lender", message=borrowed)
+
+        def paused():
+            pods = [pod_of(core_v1, borrower_ns, name, i) for i in (0, 1)]
+            if all(pods) and all(f"rank {i}: paused at step 10" in log_of(core_v1, borrower_ns, pods[i])
+                                 for i in (0, 1)):
+                return pods
+            return None
+
+        first = wait_for(paused, timeout=600, interval=1, what="both workers paused at step 10, after its checkpoint")
+        job = await borrower.get(name)
+        checkpoints = os.path.join(job.outputs["path"], "checkpoints")
+        assert job.outputs["kept"] and os.listdir(checkpoints) == ["step-000000010.pdckpt"], job.outputs
+
+        # The lender takes its quota back: a 1-worker job (half of it) held at a gate until it is opened.
+        await lender.submit(JobSpec(name="reclaims", workers=1, command=["python", "ticker.py", "--until", GATE],
+                                    **SMALL))
+        preempted = wait_for(lambda: condition(workload_of(custom, borrower_ns, name) or {}, "Preempted")
+                             and workload_of(custom, borrower_ns, name), timeout=120,
+                             what="the borrower's job preempted to give the lender its quota back")
+        reason = next(c["reason"] for c in preempted["status"]["conditions"] if c["type"] == "Preempted")
+        assert reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing"), preempted["status"]["conditions"]
+        wait_for(lambda: batch_v1.read_namespaced_job(name, borrower_ns).spec.suspend is True,
+                 what="the borrower's job suspended")
+        wait_for(lambda: not job_pods(core_v1, borrower_ns, name), timeout=180,
+                 what="the borrower's workers deleted on suspension")
+        wait_for(lambda: not condition(workload_of(custom, borrower_ns, name) or {}, "QuotaReserved"),
+                 what="the borrower's Workload back in the queue, its quota released")
+        reclaims = await wait_phase(lender, "reclaims", (Phase.RUNNING,), timeout=300)
+        assert reclaims.requeues == 0, reclaims.to_dict()
+
+        job = await borrower.get(name)  # waits: the lender's job holds the quota until its gate opens
+        assert job.phase == Phase.QUEUED, job.to_dict()
+        assert job.message.startswith(f"Preempted: {lender_team} reclaimed its "), job.message
+        assert "; requeued. Now " in job.message, job.message
+        assert (job.requeues, job.restarts, job.attempt) == (1, 0, 2), job.to_dict()
+
+        with open(gate, "w"):  # attempt 2 goes on past step 10 (attempt 1's workers are gone)
+            pass
+        open_gate(real_cluster, lender_ns, job_pods(core_v1, lender_ns, "reclaims")[0].metadata.name, GATE)
+        reclaims = await wait_phase(lender, "reclaims", (Phase.SUCCEEDED, Phase.FAILED), timeout=300)
+        assert reclaims.phase == Phase.SUCCEEDED, reclaims.message
+
+        job = await wait_phase(borrower, name, (Phase.SUCCEEDED, Phase.FAILED), timeout=600)
+        assert job.phase == Phase.SUCCEEDED, job.message
+        assert (job.requeues, job.restarts, job.attempt) == (1, 0, 2), job.to_dict()
+        assert job.attempt_line().startswith(f"attempt 2 of 3: preempted: {lender_team} reclaimed its "), job.to_dict()
+        status = _describe(job)  # what `paddlecloud status` prints
+        assert "Phase:    Succeeded" in status and ("Restarts: 0 of at most 1; requeued once by the queue (not counted) "
+                                                    f"(now {job.attempt_line()})") in status, status
+        old = {p.metadata.uid for p in first}
+        pods = job_pods(core_v1, borrower_ns, name)
+        assert len(pods) == 2 and not {p.metadata.uid for p in pods} & old, [p.metadata.name for p in pods]
+        lines = [line async for line in borrower.logs(name)]  # attempt 2's: attempt 1's went with its pods
+        for rank in (0, 1):
+            resumed = f"[worker-{rank}] paddlecloud: resumed from checkpoint at step 10 ("
+            assert any(line.startswith(resumed) for line in lines), lines[-30:]
+            assert any(line.startswith(f"[worker-{rank}] rank {rank}: epoch 2/2 step 20 loss") for line in lines)
+            assert f"[worker-{rank}] rank {rank}: done" in lines, lines[-30:]
+        assert not [line for line in lines if "epoch 1/2" in line or "starting from step 0" in line], lines
+        assert os.path.exists(os.path.join(job.outputs["path"], "final.pdparams"))
+    finally:
+        for jobs, job_name in ((borrower, name), (lender, "reclaims")):
+            with contextlib.suppress(JobNotFound):
+                await jobs.cancel(job_name)
+            await jobs.close()
+        with contextlib.suppress(kubernetes.client.ApiException):
+            core_v1.delete_persistent_volume(pv)
 
 
 def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, custom, batch_v1, core_v1,

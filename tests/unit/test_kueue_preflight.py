@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from paddle_ext.backends.kubernetes import KubernetesBackend
-from paddle_ext.constants import QUEUE_ANNOTATION
+from paddle_ext.backends.kubernetes_status import job_from_objects
+from paddle_ext.constants import KUEUE_JOB_UID_LABEL, QUEUE_ANNOTATION
 from paddle_ext.errors import QuotaExceeded
+from paddle_ext.jobs import Phase
 from paddle_ext.kubeapi import KubeApiError
 from paddle_ext.quota.model import Limits
 from paddle_ext.quota.queues import Queue, QueuePolicy, queue_annotation
@@ -109,3 +111,47 @@ async def test_no_kueue_objects_are_read_without_kueue_or_without_a_queued_job()
     assert await backend(api, "")._kueue_view([SUSPENDED]) is None
     assert await backend(api, "default")._kueue_view([{**SUSPENDED, "spec": {}}]) is None
     assert api.asked == []
+
+
+class OwnWorkloadApi:
+    """A namespace's Workloads selected by Kueue's job-uid label: `workload` for the job's uid."""
+
+    def __init__(self, workload: dict):
+        self.workload = workload
+        self.asked: list[tuple[str, dict]] = []
+
+    async def list(self, path, **params):
+        self.asked.append((path, params))
+        uid = self.workload["metadata"]["labels"][KUEUE_JOB_UID_LABEL]
+        return {"items": [self.workload] if params.get("labelSelector") == f"{KUEUE_JOB_UID_LABEL}={uid}" else []}
+
+
+PREEMPTED = ("Preempted to accommodate a workload (UID: x, JobUID: y) due to reclamation within the cohort; "
+             "preemptor path: /paddlecloud/paddlecloud-team-audio")
+
+
+async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_workload():
+    """Kueue keeps a finished job's Workload, and with it the eviction count: a job preempted,
+    readmitted and then Succeeded still says it was sent back once (the backend used to skip
+    the read once the job had ended, and the status forgot the preemption)."""
+    done = {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "paddlecloud-alice", "uid": "job-uid-j", "labels": {},
+                         "annotations": {}},
+            "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "suspend": False,
+                     "template": {"spec": {"containers": [{"name": "paddle"}]}}},
+            "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}}
+    earlier = [{"type": kind, "status": "False", "reason": "QuotaReserved", "message": "Previously: " + PREEMPTED,
+                "lastTransitionTime": "2026-01-01T12:00:00Z"} for kind in ("Evicted", "Preempted")]
+    workload = {"metadata": {"name": "job-j", "namespace": "paddlecloud-alice", "uid": "wl",
+                             "labels": {KUEUE_JOB_UID_LABEL: "job-uid-j"},
+                             "ownerReferences": [{"kind": "Job", "name": "j", "uid": "job-uid-j"}]},
+                "spec": {"queueName": "default"},
+                "status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded"}, *earlier],
+                           "schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}}
+    api = OwnWorkloadApi(workload)
+    view = await backend(api, "default")._own_workloads(done)
+    assert [path for path, _ in api.asked] == ["/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/workloads"]
+    job = job_from_objects(done, [], [], kueue=view)
+    assert job.phase == Phase.SUCCEEDED and (job.requeues, job.restarts, job.attempt) == (1, 0, 2), job.to_dict()
+    assert job.attempt_line() == "attempt 2 of 2: preempted: team audio reclaimed its GPUs"
+    assert await backend(api, "")._own_workloads(done) is None  # no Kueue: nothing read
