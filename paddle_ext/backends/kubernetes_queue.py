@@ -290,6 +290,19 @@ def waiting_for(missing: list[tuple[str, Decimal]], title: str, ahead: int | Non
     return "; ".join(parts)
 
 
+def _reclaimed_what(workload: dict) -> str:
+    """What a team reclaimed from a job: its GPUs where the job asks for any (a GPU resource,
+    e.g. nvidia.com/gpu), else its capacity (a CPU-only job borrows CPUs and memory)."""
+    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
+        spec = ((pod_set or {}).get("template") or {}).get("spec") or {}
+        for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            resources = (container or {}).get("resources") or {}
+            asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+            if any(name.endswith("/gpu") and str(value) not in ("0", "") for name, value in asked.items()):
+                return "GPUs"
+    return "capacity"
+
+
 def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeued: bool = True) -> str | None:
     """Why an admitted job was sent back to the queue, in words ("...; requeued" while it waits
     again, unless not `say_requeued`); None if it was not."""
@@ -303,7 +316,7 @@ def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeu
         reason = preempted.get("reason") or ""
         if reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing") and by:
             who = queue_title(by, cluster_queues).removesuffix("'s queue")
-            return f"preempted: {who} reclaimed its GPUs{requeued}"
+            return f"preempted: {who} reclaimed its {_reclaimed_what(workload)}{requeued}"
         if reason == "InClusterQueue":
             return f"preempted: a higher-priority job in the same queue needed its resources{requeued}"
         return f"preempted to make room for another job{requeued}"

@@ -207,6 +207,16 @@ def test_preemption_inside_the_queue_and_unknown_evictions_read_in_words():
     assert kq.interruption(workload("fine")) is None
 
 
+
+def test_a_reclaimed_cpu_job_says_capacity_not_gpus():
+    reclaimed = [{"type": "Preempted", "status": "True", "reason": "InCohortReclamation",
+                  "message": "Preempted to accommodate a workload (UID: x, JobUID: y) due to reclamation within the "
+                             "cohort; preemptor path: /paddlecloud/paddlecloud-team-audio"}]
+    assert kq.interruption(workload("gpu", conditions=reclaimed)).startswith("preempted: team audio reclaimed its GPUs")
+    assert kq.interruption(workload("cpu", gpus=0, conditions=reclaimed)) == (
+        "preempted: team audio reclaimed its capacity; requeued")
+
+
 def test_hostile_or_odd_workloads_read_without_errors():
     odd = {"metadata": {"name": "x", "namespace": "paddlecloud-alice",
                         "ownerReferences": [{"kind": "Job", "name": "mine", "uid": "job-uid-mine"}]},

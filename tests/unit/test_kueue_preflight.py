@@ -145,7 +145,8 @@ async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_
     workload = {"metadata": {"name": "job-j", "namespace": "paddlecloud-alice", "uid": "wl",
                              "labels": {KUEUE_JOB_UID_LABEL: "job-uid-j"},
                              "ownerReferences": [{"kind": "Job", "name": "j", "uid": "job-uid-j"}]},
-                "spec": {"queueName": "default"},
+                "spec": {"queueName": "default", "podSets": [{"name": "main", "count": 2, "template": {"spec": {
+                    "containers": [{"name": "paddle", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]},
                 "status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded"}, *earlier],
                            "schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}}
     api = OwnWorkloadApi(workload)
