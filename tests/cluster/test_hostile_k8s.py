@@ -414,3 +414,49 @@ def test_jobs_with_hostile_spec_annotations_leave_the_quota_service_overview_and
     finally:
         core_v1.delete_namespace(ns)
         hub.hub_api("DELETE", f"/users/{user}", token)
+
+
+# ------------------------------------------------------------------ a hostile code archive (issue 25)
+
+def test_a_code_archive_bomb_is_refused_by_the_jobs_init_container_before_it_writes(real_cluster, core_v1, batch_v1,
+                                                                                    namespace):
+    """The code travels in a ConfigMap the user's own account may write. An archive of more
+    entries than MAX_UNPACKED_FILES (a 124 KB gzip of empty files) stops the job's init
+    container on the real node before it writes anything, saying why, and the worker never
+    starts (the init container used to extract whatever it was given)."""
+    import base64
+    import io
+    import tarfile
+
+    from paddle_ext.constants import MAX_UNPACKED_FILES
+    from paddle_ext.manifests import code_configmap
+    from tools.k8s.cluster import IMAGE_REFS
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for i in range(MAX_UNPACKED_FILES + 1):
+            tar.addfile(tarfile.TarInfo(f"f{i}"))
+    spec = JobSpec(name="bomb", command=["python", "-c", "print('the worker ran')"], cpu="100m", memory="256Mi")
+    made = ManifestSettings(namespace=namespace, image=IMAGE_REFS["worker"], workdir="/home/jovyan/project",
+                            code_configmap="bomb-code")
+    core_v1.create_namespaced_config_map(namespace, code_configmap(
+        spec, made, base64.b64encode(data.getvalue()).decode()))
+    service, job = job_objects(spec, made)
+    core_v1.create_namespaced_service(namespace, service)
+    batch_v1.create_namespaced_job(namespace, job)
+
+    def prepare_ended():
+        for pod in core_v1.list_namespaced_pod(namespace, label_selector="job-name=bomb").items:
+            for status in pod.status.init_container_statuses or ():
+                ended = status.state.terminated or (status.last_state and status.last_state.terminated)
+                if ended:
+                    return pod, ended
+        return None
+
+    pod, ended = wait_for(prepare_ended, timeout=180, what="the bomb job's init container to end")
+    assert ended.exit_code == 1, ended
+    log = core_v1.read_namespaced_pod_log(pod.metadata.name, namespace, container="prepare")
+    assert log.strip() == (f"The code archive would unpack to more than {MAX_UNPACKED_FILES} files; "
+                           "nothing was written."), log
+    worker = (pod.status.container_statuses or [None])[0]
+    assert worker is None or not (worker.state.running or worker.state.terminated), worker
