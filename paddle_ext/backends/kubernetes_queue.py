@@ -290,22 +290,11 @@ def waiting_for(missing: list[tuple[str, Decimal]], title: str, ahead: int | Non
     return "; ".join(parts)
 
 
-def _reclaimed_what(workload: dict) -> str:
-    """What a team reclaimed from a job: its GPUs where the job asks for any (a GPU resource,
-    e.g. nvidia.com/gpu), else its capacity (a CPU-only job borrows CPUs and memory)."""
-    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
-        spec = ((pod_set or {}).get("template") or {}).get("spec") or {}
-        for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-            resources = (container or {}).get("resources") or {}
-            asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-            if any(name.endswith("/gpu") and str(value) not in ("0", "") for name, value in asked.items()):
-                return "GPUs"
-    return "capacity"
-
-
-def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeued: bool = True) -> str | None:
+def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeued: bool = True,
+                 gpu_resource: str = GPU_RESOURCE) -> str | None:
     """Why an admitted job was sent back to the queue, in words ("...; requeued" while it waits
-    again, unless not `say_requeued`); None if it was not."""
+    again, unless not `say_requeued`); None if it was not. A team reclaims a job's GPUs where it
+    asks for `gpu_resource`, else its capacity (a CPU-only job borrowed CPUs and memory)."""
     conds = conditions(workload)
     preempted, evicted = conds.get("Preempted") or {}, conds.get("Evicted") or {}
     requeued = "; requeued" if pending(workload) and say_requeued else ""
@@ -316,7 +305,8 @@ def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeu
         reason = preempted.get("reason") or ""
         if reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing") and by:
             who = queue_title(by, cluster_queues).removesuffix("'s queue")
-            return f"preempted: {who} reclaimed its {_reclaimed_what(workload)}{requeued}"
+            what = "GPUs" if requests(workload, gpu_resource).get(gpu_resource, Decimal(0)) > 0 else "capacity"
+            return f"preempted: {who} reclaimed its {what}{requeued}"
         if reason == "InClusterQueue":
             return f"preempted: a higher-priority job in the same queue needed its resources{requeued}"
         return f"preempted to make room for another job{requeued}"
@@ -329,11 +319,11 @@ def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeu
     return None
 
 
-def _sent_back(workload: dict, view: KueueView, title: str) -> tuple[QueueState, str] | None:
+def _sent_back(workload: dict, view: KueueView, title: str, gpu_resource: str) -> tuple[QueueState, str] | None:
     """A suspended job whose Workload Kueue evicted or preempted but still holds its quota
     (Kueue releases it once the job's workers have stopped): why, and that it goes back in
     line in `title`; None for any other Workload that is not waiting."""
-    why = interruption(workload, view.cluster_queues)
+    why = interruption(workload, view.cluster_queues, gpu_resource=gpu_resource)
     if why is None:
         return None
     words = f"goes back in line in {title} once its workers have stopped"
@@ -387,17 +377,18 @@ def as_interrupted(workload: dict) -> dict | None:
     return {**workload, "status": {**(workload.get("status") or {}), "conditions": as_was}}
 
 
-def requeues(job: dict, view: KueueView | None) -> tuple[int, str]:
+def requeues(job: dict, view: KueueView | None, gpu_resource: str = GPU_RESOURCE) -> tuple[int, str]:
     """(requeues, why the last one) of a job, from its Workload where it can be read, also
     once it is admitted again; (0, "") otherwise."""
     workload = view.workload_of(job) if view is not None else None
     count = evictions(workload) if workload is not None else 0
     if view is None or workload is None or not count:
         return 0, ""
-    why = interruption(workload, view.cluster_queues, say_requeued=False)
+    why = interruption(workload, view.cluster_queues, say_requeued=False, gpu_resource=gpu_resource)
     if why is None:
         readmitted = as_interrupted(workload)
-        why = interruption(readmitted, view.cluster_queues, say_requeued=False) if readmitted else None
+        why = (interruption(readmitted, view.cluster_queues, say_requeued=False, gpu_resource=gpu_resource)
+               if readmitted else None)
     return count, why or ""
 
 
@@ -442,7 +433,7 @@ def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) ->
     cq = cluster_queue_of(workload, view.queue_map) or ""
     title = queue_title(cq, view.cluster_queues) if cq else "the queue"
     if not pending(workload):
-        return _sent_back(workload, view, title)
+        return _sent_back(workload, view, title, gpu_resource)
     waiting = view.lines.get(cq, []) if cq else []
     uid = (workload.get("metadata") or {}).get("uid")
     place = None
@@ -471,7 +462,7 @@ def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) ->
             else:
                 basis = (f"no estimate: the jobs that would have to end in {title} have no runtime limit, "
                          "or do not hold enough GPUs")
-    message = interruption(workload, view.cluster_queues)
+    message = interruption(workload, view.cluster_queues, gpu_resource=gpu_resource)
     text = f"{message}. Now {words}." if message else f"Queued: {words}."
     return QueueState(queue=title, position=place, ahead=ahead, waiting_for=words, estimated_start=estimate,
                       estimate_basis=basis), text[0].upper() + text[1:]

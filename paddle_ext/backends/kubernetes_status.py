@@ -440,7 +440,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
     # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
     # restart seen in the pods names the reason: usually the later event (a readmitted job's pods
     # are all new), though failed pods of a restart before the requeue are kept too.
-    requeued, requeue_reason = requeues(job, kueue)
+    requeued, requeue_reason = requeues(job, kueue, gpu_resource)
     if requeued and not restarts:
         last_restart_reason = requeue_reason
     if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:
