@@ -13,7 +13,7 @@ killed mid-write leaves the previous checkpoint whole. The last `keep` are kept.
 
 Every worker reads the same folder: where the workers do not share it (Kubernetes without
 a shared workspace), a restarted job starts again from step 0. Restarts themselves are the
-platform's (see `max_restarts`); `$PADDLECLOUD_RESTART` says which attempt runs (0 first).
+platform's (see `max_restarts`); `attempt()` says which attempt runs (0 first).
 
 Imports paddle only when called, so `import paddle_ext.checkpoint` costs nothing.
 """
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from typing import Any
 
-from .constants import OUTPUT_DIR_ENV, RESTART_ENV, TRAINER_ID_ENV
+from .constants import JOB_NAME_ENV, OUTPUT_DIR_ENV, RESTART_ENV, TRAINER_ID_ENV
 
 FOLDER = "checkpoints"
 SUFFIX = ".pdckpt"
@@ -50,11 +50,22 @@ def folder(directory: str | None = None) -> str:
 
 
 def attempt() -> int:
-    """Which attempt of the job this is: 0 first, 1 after the first restart ($PADDLECLOUD_RESTART)."""
+    """Which attempt of the job this is: 0 first, 1 after the first restart or requeue
+    ($PADDLECLOUD_RESTART; resume() corrects it where the platform counts failures only)."""
     try:
         return max(int(os.environ.get(RESTART_ENV, "0")), 0)
     except ValueError:
         return 0
+
+
+def attempt_after(state: dict, job: str, counted: int) -> int:
+    """The attempt a run resuming from the checkpoint `state` is, at least: its own count
+    (`counted`), or one more than the attempt that wrote the checkpoint where that was this
+    same job `job` (pure)."""
+    written = state.get("attempt")
+    if job and state.get("job") == job and isinstance(written, int) and not isinstance(written, bool) and written >= 0:
+        return max(counted, written + 1)
+    return counted
 
 
 def checkpoints(directory: str | None = None) -> list[Checkpoint]:
@@ -100,7 +111,8 @@ def save(model: Any, optimizer: Any = None, step: int = 0, directory: str | None
 
     where = folder(directory)
     os.makedirs(where, exist_ok=True)
-    state = {"step": int(step), "model": _layer(model).state_dict(), "extra": dict(extra or {})}
+    state = {"step": int(step), "model": _layer(model).state_dict(), "extra": dict(extra or {}),
+             "attempt": attempt(), "job": os.environ.get(JOB_NAME_ENV, "")}
     if optimizer is not None:
         state["optimizer"] = optimizer.state_dict()
     path = os.path.join(where, f"step-{int(step):09d}{SUFFIX}")
@@ -145,6 +157,10 @@ def resume(model: Any, optimizer: Any = None, directory: str | None = None, quie
                   "starting from step 0", file=sys.stderr, flush=True)
         return 0
     state = load(found, model, optimizer)
+    # A queue's requeue (Kueue preempted the job) is no failure, and Kubernetes' count, which
+    # $PADDLECLOUD_RESTART carries, leaves it out; the checkpoint says which attempt wrote it.
+    # Set here, the attempt reaches the metric records (paddle_ext.reporting) and the next save.
+    os.environ[RESTART_ENV] = str(attempt_after(state, os.environ.get(JOB_NAME_ENV, ""), attempt()))
     if not quiet:
         print(f"paddlecloud: resumed from checkpoint at step {state['step']} ({found.path}), "
               f"attempt {attempt() + 1}", flush=True)

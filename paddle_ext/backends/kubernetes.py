@@ -461,18 +461,20 @@ class KubernetesBackend(JobBackend):
             items("workloads", True), items("localqueues", True), items("clusterqueues", False))
         return KueueView(tuple(workloads), tuple(local_queues), tuple(cluster_queues), now(), complete)
 
-    async def _own_workloads(self, job: dict) -> KueueView | None:
+    async def _own_workloads(self, job: dict | None = None) -> KueueView | None:
         """With Kueue, a started job's own Workload (selected by the job's uid, the label Kueue
-        gives it): how often Kueue requeued it (its eviction count), where the queue view is not
-        read (the job is not queued). Also once the job has ended: Kueue keeps a finished job's
-        Workload (with its count) as long as the job, and a job preempted and readmitted that then
-        Succeeds must still say it was sent back (issue 24's "its user reads both events")."""
+        gives it), or with no `job` every Workload in the namespace (a listing): how often Kueue
+        requeued each job (its eviction count), where the queue view is not read (no job is
+        queued). Also once a job has ended: Kueue keeps a finished job's Workload (with its count)
+        as long as the job, and a job preempted and readmitted that then Succeeds must still say
+        it was sent back (issue 24's "its user reads both events")."""
         if not self.queue_name or ("workloads", self.namespace) in self._kueue_denied:
             return None
+        selector = {} if job is None else {
+            "labelSelector": f"{KUEUE_JOB_UID_LABEL}={(job.get('metadata') or {}).get('uid', '')}"}
         try:
             data = await self._call("list Kueue workloads", "list",
-                                    api_path(KUEUE_API_VERSION, "workloads", self.namespace),
-                                    labelSelector=f"{KUEUE_JOB_UID_LABEL}={(job.get('metadata') or {}).get('uid', '')}")
+                                    api_path(KUEUE_API_VERSION, "workloads", self.namespace), **selector)
         except Forbidden:
             self._kueue_denied.add(("workloads", self.namespace))
             return None
@@ -494,7 +496,7 @@ class KubernetesBackend(JobBackend):
         names = open_jobs(self.kind, items)
         pods = await self._pods(jobs_selector(names)) if names else []
         refusals = await self._failed_creations() if refusals_needed(self.kind, items, pods) else []
-        kueue = await self._kueue_view(items)
+        kueue = await self._kueue_view(items) or (await self._own_workloads() if items else None)
         return job_views(items, pods, refusals, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
 
     async def _failed_creations(self) -> list[dict]:

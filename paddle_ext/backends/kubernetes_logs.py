@@ -20,7 +20,7 @@ from ..jobs import Job
 from ..kubeapi import KubeApiError, KubeUnreachable, api_path
 from ..loglines import LineSplitter, split_chunk
 from ..manifests import label_selector
-from .kubernetes_status import container_started, pods_by_worker
+from .kubernetes_status import container_started, log_marker, worker_pods
 
 
 @dataclasses.dataclass
@@ -42,50 +42,72 @@ class WorkerLogs:
         return api_path("v1", "pods", self.namespace, pod_name, subresource)
 
     async def worker_log_chunks(self, job: Job, index: int, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
-        """One worker's log. Following re-attaches when the stream drops or the pod is
-        replaced, never repeating a line, and ends once the job has finished."""
+        """One worker's log: every attempt whose pod Kubernetes keeps, oldest first, each after
+        a marker line saying why it began (log_marker); with `tail`, the current attempt's last
+        lines. Following re-attaches when the stream drops or the pod is replaced, never
+        repeating a line, and ends once the job has finished."""
         name = job.name
         seen: dict[str, int] = {}  # pod uid -> lines of its log already yielded
         tailed: set[str] = set()  # pods first read with a tail: line counts are not offsets
         complete: set[str] = set()  # pods read to the end after they stopped
+        marked: set[str] = set()  # pods whose marker line has been considered
         while True:
             pods = await self._patiently(lambda: self.pods(label_selector(name)))
-            pod = pods_by_worker(pods).get(index)
-            started = pod is not None and container_started(pod)
-            if started and pod["metadata"]["uid"] not in complete:
-                stopped = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            own = worker_pods(pods, index)
+            newest = own[-1] if own else None
+            for pod in own:
                 uid = pod["metadata"]["uid"]
-                if uid not in seen:
-                    read_tail = tail
-                    if tail is not None:
-                        tailed.add(uid)
-                else:
-                    read_tail = 0 if uid in tailed else None  # re-attach: only what is new
-                skip = 0 if uid in tailed else seen.get(uid, 0)
-                count = 0
-                seen.setdefault(uid, 0)
+                if uid in complete or not container_started(pod):
+                    continue
+                if tail is not None and uid not in seen and pod is not newest:
+                    continue  # older than the attempt the tail is read from
+                if uid not in marked:
+                    marked.add(uid)
+                    # a tail starts at its own lines; a pod after it gets its marker
+                    if (tail is None or seen) and (marker := log_marker(job, pods, pod, shown_before=bool(seen))):
+                        yield (marker + "\n").encode()
                 try:
-                    async for chunk in self._pod_log_chunks(pod["metadata"]["name"], follow, read_tail):
-                        lines = chunk.count(b"\n")
-                        if count + lines > skip:
-                            chunk = split_chunk(chunk, skip - count)
-                            seen[uid] = count + lines
-                            count += lines
-                            yield chunk
-                        else:
-                            count += lines
-                    if stopped:
-                        complete.add(uid)
+                    # a tail is of the first pod read; a later one is read whole
+                    async for chunk in self._read_pod(pod, follow and pod is newest, None if seen else tail, seen, tailed):
+                        yield chunk
                 except KubeApiError as exc:
                     # 404: the pod went away between listing and reading; 400: its container
                     # is not ready to serve logs yet (just replaced or starting). Look again.
                     self.log.debug("Logs of %s worker %d not available yet: %s", name, index, exc.message)
+                    continue
+                if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    complete.add(uid)
             if not follow:
                 return
+            started = newest is not None and container_started(newest)
             current = await self._patiently(lambda: self.job_state(name))
-            if current.done and (started or pod is None):
+            if current.done and (started or newest is None):
                 return
             await asyncio.sleep(self.retry_seconds)
+
+    async def _read_pod(self, pod: dict, follow: bool, tail: int | None, seen: dict[str, int],
+                        tailed: set[str]) -> AsyncIterator[bytes]:
+        """What is new in one pod's log since `seen` said (lines already yielded per uid; a pod
+        first read with a tail in `tailed`). Its API errors are the caller's."""
+        uid = pod["metadata"]["uid"]
+        if uid not in seen:
+            read_tail = tail
+            if tail is not None:
+                tailed.add(uid)
+        else:
+            read_tail = 0 if uid in tailed else None  # re-attach: only what is new
+        skip = 0 if uid in tailed else seen.get(uid, 0)
+        count = 0
+        seen.setdefault(uid, 0)
+        async for chunk in self._pod_log_chunks(pod["metadata"]["name"], follow, read_tail):
+            lines = chunk.count(b"\n")
+            if count + lines > skip:
+                chunk = split_chunk(chunk, skip - count)
+                seen[uid] = count + lines
+                count += lines
+                yield chunk
+            else:
+                count += lines
 
     async def _patiently(self, call):
         """`call()`, tried again while the API server cannot be reached (e.g. it restarts),

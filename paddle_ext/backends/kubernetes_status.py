@@ -13,12 +13,12 @@ from typing import Iterable, Mapping
 
 from ..capacity import Resources, pod_requests
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, COMPLETION_INDEX_LABEL, DEFAULT_JOB_KIND, FAILED_ANNOTATION, GPU_RESOURCE,
-                         JOB_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
+                         INDEX_FAILURE_COUNT_ANNOTATION, JOB_LABEL, OUTPUTS_ANNOTATION, SPEC_ANNOTATION)
 from ..capacity import max_free_gpus  # noqa: F401 (re-exported: the Unschedulable message's number)
 from ..jobkinds import INDEX_LABELS, JOB_KINDS, JobKind
 from ..jobs import Job, Phase, Reason, WorkerState
 from ..quantity import format_quantity, parse_quantity
-from ..restarts import PEER_LOST_EXIT_CODE, exit_cause
+from ..restarts import PEER_LOST_EXIT_CODE, exit_cause, restart_marker
 from ..spec import FIELDS as SPEC_FIELDS
 from ..spec import check_field
 from .kubernetes_queue import KueueView, queue_state, requeues
@@ -39,6 +39,59 @@ def worker_index(pod: dict) -> int | None:
         if isinstance(value, str) and value.isdigit() and len(value) <= 10:
             return int(value)
     return None
+
+
+def worker_pods(pods: list[dict], index: int) -> list[dict]:
+    """The pods worker `index` has had, oldest first (one per attempt whose pod is kept)."""
+    own = [pod for pod in pods if worker_index(pod) == index]
+    return sorted(own, key=lambda pod: pod["metadata"].get("creationTimestamp") or "")
+
+
+def pod_attempt(pod: dict) -> int | None:
+    """The attempt (0 first) a worker pod ran: its index's failure count when Kubernetes made
+    it (Indexed Jobs with restarts), or None where Kubernetes does not count."""
+    count = (pod["metadata"].get("annotations") or {}).get(INDEX_FAILURE_COUNT_ANNOTATION)
+    return int(count) if isinstance(count, str) and count.isascii() and count.isdigit() and len(count) <= 6 else None
+
+
+def log_marker(job: Job, pods: list[dict], pod: dict, shown_before: bool) -> str | None:
+    """The line a worker's log gets before the log of `pod`, one of the job's `pods`: where a
+    restart began ('--- attempt 2 of 3: worker 1 was killed by signal 9; restarting ---', as on
+    the embedded default), or where Kubernetes replaced the worker's pod without counting a
+    restart (an eviction). None before the first attempt's log. `shown_before`: an earlier pod
+    of this worker has been shown (it may be gone since)."""
+    attempt = pod_attempt(pod)
+    created = pod["metadata"].get("creationTimestamp") or ""
+    index = worker_index(pod)
+    earlier = [other for other in worker_pods(pods, index) if (other["metadata"].get("creationTimestamp") or "") < created]
+    if earlier and pod_attempt(earlier[-1]) == attempt:
+        return f"--- the worker's pod {_ended_how(earlier[-1])}; its replacement's log follows ---"
+    if not attempt:
+        return "--- the worker's pod was replaced; its replacement's log follows ---" if shown_before else None
+    ended = [(worker_index(other), other) for other in pods if pod_attempt(other) == attempt - 1 and _terminated(other)]
+    # the worker that caused the restart, not one that stopped for a lost peer
+    roots = [(i, other) for i, other in ended if i is not None and (_terminated(other) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    cause = _cause(roots)
+    if cause is not None:
+        reason = f"worker {cause[0]} {_ended_how(cause[1])}"
+    elif attempt == job.restarts and job.last_restart_reason:  # the cause's pod is gone; the job's view knows
+        reason = job.last_restart_reason
+    else:
+        reason = "a worker was lost (its pod is gone)"
+    return restart_marker(attempt, job.max_restarts, reason)
+
+
+def _finished_at(item: tuple[int, dict]) -> str:
+    pod = item[1]
+    return (_terminated(pod) or {}).get("finishedAt") or pod["metadata"].get("creationTimestamp") or ""
+
+
+def _cause(replaced: list[tuple[int, dict]]) -> tuple[int, dict] | None:
+    """Among replaced worker pods (index, pod), the one that says why they were: the last to
+    end that did not merely stop for a lost peer (else the last to end)."""
+    ended = sorted(replaced, key=_finished_at)
+    causes = [item for item in ended if (_terminated(item[1]) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    return (causes or ended)[-1] if ended else None
 
 
 def pods_by_worker(pods: list[dict]) -> dict[int, dict]:
@@ -91,10 +144,6 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), s
     if not count:
         return 0, ""
 
-    def finished(item: tuple[int, dict]) -> str:
-        return (_terminated(item[1]) or {}).get("finishedAt") or item[1]["metadata"].get("creationTimestamp") or ""
-
-    replaced.sort(key=finished)
     causes = [item for item in replaced if (_terminated(item[1]) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
     if not causes and job_name:
         # Only peers that stopped for a lost worker are left: the lost one's pod was deleted
@@ -107,9 +156,10 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), s
                 index = worker_of_pod_name(job_name, involved.get("name") or "")
                 if index is not None:
                     return count, f"worker {index} was stopped: its pod was deleted"
-    if not replaced:
+    cause = _cause(replaced)
+    if cause is None:
         return count, ""
-    index, pod = (causes or replaced)[-1]
+    index, pod = cause
     return count, f"worker {index} {_ended_how(pod)}"
 
 

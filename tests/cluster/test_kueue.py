@@ -794,7 +794,8 @@ async def test_a_borrowing_paddle_job_preempted_by_the_lending_team_resumes_from
         lines = [line async for line in borrower.logs(name)]  # attempt 2's: attempt 1's went with its pods
         for rank in (0, 1):
             resumed = f"[worker-{rank}] paddlecloud: resumed from checkpoint at step 10 ("
-            assert any(line.startswith(resumed) for line in lines), lines[-30:]
+            # the attempt read from the checkpoint: a requeue is no failure, $PADDLECLOUD_RESTART stays 0
+            assert any(line.startswith(resumed) and line.endswith("), attempt 2") for line in lines), lines[-30:]
             assert any(line.startswith(f"[worker-{rank}] rank {rank}: epoch 2/2 step 20 loss") for line in lines)
             assert f"[worker-{rank}] rank {rank}: done" in lines, lines[-30:]
         assert not [line for line in lines if "epoch 1/2" in line or "starting from step 0" in line], lines

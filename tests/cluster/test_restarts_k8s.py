@@ -40,6 +40,11 @@ def log_of(core_v1, namespace, pod) -> str:
         return ""
 
 
+def lines_with(lines: list[str], text: str) -> list[int]:
+    """Where `text` occurs in `lines`, by line number."""
+    return [number for number, line in enumerate(lines) if text in line]
+
+
 def paused(core_v1, namespace, name, old=frozenset()):
     """Both workers' pods (none of the pods `old`, by uid), once both logs say the script paused
     at step 50."""
@@ -68,6 +73,15 @@ async def test_a_worker_pod_deleted_mid_run_restarts_both_workers_and_the_job_su
         for index, pod in new.items():
             log = log_of(core_v1, namespace, pod)
             assert "attempt 2" in log and f"rank {index}: done" in log, log[-2000:]  # PADDLECLOUD_RESTART=1
+        # The product's log keeps every attempt whose pod is kept, each line once, with the restart
+        # marked: worker 0's first pod (it stopped for its lost peer) is kept; worker 1's was deleted.
+        marker = f"--- attempt 2 of 3: {job.last_restart_reason}; restarting ---"
+        first = [line async for line in jobs.logs("resumes", worker=0)]
+        paused_at, marked, done = (lines_with(first, text) for text in ("rank 0: paused at step 50", marker, "rank 0: done"))
+        assert len(paused_at) == len(marked) == len(done) == 1 and paused_at[0] < marked[0] < done[0], first[-40:]
+        second = [line async for line in jobs.logs("resumes", worker=1)]
+        assert second[0] == marker and len(lines_with(second, marker)) == 1, second[:5]
+        assert lines_with(second, "rank 1: done") and not lines_with(second, "rank 1: paused at step 50"), second[-20:]
     finally:
         await jobs.close()
 

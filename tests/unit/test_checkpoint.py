@@ -17,7 +17,8 @@ from paddle_ext import checkpoint  # noqa: E402
 def outputs(tmp_path, monkeypatch):
     monkeypatch.setenv("PADDLECLOUD_OUTPUT_DIR", str(tmp_path))
     monkeypatch.delenv("PADDLE_TRAINER_ID", raising=False)
-    monkeypatch.delenv("PADDLECLOUD_RESTART", raising=False)
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "0")  # resume() may set it: restored after each test
+    monkeypatch.setenv("PADDLECLOUD_JOB_NAME", "train-x")
     paddle.set_device("cpu")
     return tmp_path
 
@@ -106,6 +107,33 @@ def test_the_log_says_the_step_and_the_attempt(monkeypatch, capsys):
     assert checkpoint.resume(model, optimizer) == 50
     assert "resumed from checkpoint at step 50" in capsys.readouterr().out
     assert checkpoint.attempt() == 1
+
+
+def test_a_run_resuming_its_own_jobs_checkpoint_is_a_later_attempt_though_no_failure_was_counted(monkeypatch, capsys):
+    """A queue's requeue (Kueue preempted the job) is not a failure: $PADDLECLOUD_RESTART stays
+    0, but the checkpoint says which attempt wrote it, so the log does not say 'attempt 1'
+    twice, and the next checkpoint carries the attempt on."""
+    model, optimizer = make(0)
+    checkpoint.save(model, optimizer, 10)  # attempt 0 (the first)
+    assert checkpoint.resume(model, optimizer) == 10
+    assert "resumed from checkpoint at step 10" in (out := capsys.readouterr().out) and "attempt 2" in out, out
+    assert checkpoint.attempt() == 1
+    checkpoint.save(model, optimizer, 20)  # written by attempt 1
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "0")  # a fresh process: requeued again
+    assert checkpoint.resume(model, optimizer) == 20 and checkpoint.attempt() == 2
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "0")
+    monkeypatch.setenv("PADDLECLOUD_JOB_NAME", "fine-tune")  # another job starting from this one's checkpoint
+    assert checkpoint.resume(model, optimizer) == 20 and checkpoint.attempt() == 0
+
+
+def test_the_attempt_after_a_checkpoint_counts_only_this_jobs_own():
+    assert checkpoint.attempt_after({"attempt": 0, "job": "a"}, "a", 0) == 1
+    assert checkpoint.attempt_after({"attempt": 0, "job": "a"}, "a", 3) == 3  # failures counted past it
+    assert checkpoint.attempt_after({"attempt": 0, "job": "a"}, "b", 0) == 0
+    assert checkpoint.attempt_after({"attempt": 0, "job": ""}, "", 0) == 0  # run by hand: no job to match
+    assert checkpoint.attempt_after({"step": 5}, "a", 0) == 0  # written before attempts were recorded
+    for written in (True, -1, "2", None):
+        assert checkpoint.attempt_after({"attempt": written, "job": "a"}, "a", 0) == 0
 
 
 def test_the_last_n_are_kept(outputs):

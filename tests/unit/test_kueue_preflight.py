@@ -130,10 +130,8 @@ PREEMPTED = ("Preempted to accommodate a workload (UID: x, JobUID: y) due to rec
              "preemptor path: /paddlecloud/paddlecloud-team-audio")
 
 
-async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_workload():
-    """Kueue keeps a finished job's Workload, and with it the eviction count: a job preempted,
-    readmitted and then Succeeded still says it was sent back once (the backend used to skip
-    the read once the job had ended, and the status forgot the preemption)."""
+def requeued_and_succeeded() -> tuple[dict, dict]:
+    """A 2-worker Job that Succeeded, and its Workload: preempted once, then readmitted."""
     done = {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "j", "namespace": "paddlecloud-alice", "uid": "job-uid-j", "labels": {},
                          "annotations": {}},
@@ -149,6 +147,14 @@ async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_
                     "containers": [{"name": "paddle", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]},
                 "status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded"}, *earlier],
                            "schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}}
+    return done, workload
+
+
+async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_workload():
+    """Kueue keeps a finished job's Workload, and with it the eviction count: a job preempted,
+    readmitted and then Succeeded still says it was sent back once (the backend used to skip
+    the read once the job had ended, and the status forgot the preemption)."""
+    done, workload = requeued_and_succeeded()
     api = OwnWorkloadApi(workload)
     view = await backend(api, "default")._own_workloads(done)
     assert [path for path, _ in api.asked] == ["/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/workloads"]
@@ -156,3 +162,33 @@ async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_
     assert job.phase == Phase.SUCCEEDED and (job.requeues, job.restarts, job.attempt) == (1, 0, 2), job.to_dict()
     assert job.attempt_line() == "attempt 2 of 2: preempted: team audio reclaimed its GPUs"
     assert await backend(api, "")._own_workloads(done) is None  # no Kueue: nothing read
+
+
+class ListingApi:
+    """A namespace holding `jobs` (all finished) and `workloads`, as a listing reads them."""
+
+    def __init__(self, jobs: list[dict], workloads: list[dict]):
+        self.jobs, self.workloads = jobs, workloads
+        self.asked: list[str] = []
+
+    async def list(self, path, **params):
+        self.asked.append(path)
+        if path.endswith("/jobs"):
+            return {"items": self.jobs}
+        if path.endswith("/workloads"):
+            return {"items": self.workloads}
+        raise AssertionError(path)
+
+
+async def test_a_listing_reads_the_requeues_of_jobs_that_are_not_queued_from_the_namespaces_workloads():
+    """`paddlecloud list`'s RESTARTS column says '0+1' for a job preempted, readmitted and then
+    Succeeded (the listing used to read Kueue only while a job was queued)."""
+    done, workload = requeued_and_succeeded()
+    api = ListingApi([done], [workload])
+    [job] = await backend(api, "default").list()
+    assert (job.phase, job.requeues, job.restarts) == (Phase.SUCCEEDED, 1, 0), job.to_dict()
+    assert api.asked == ["/apis/batch/v1/namespaces/paddlecloud-alice/jobs",
+                         "/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/workloads"]
+    api = ListingApi([done], [workload])
+    [job] = await backend(api, "").list()
+    assert job.requeues == 0 and len(api.asked) == 1  # no Kueue: nothing more read
