@@ -289,17 +289,22 @@ async def test_a_users_token_cannot_touch_another_users_jobs(cluster, core_v1, m
 
 
 @pytest.fixture(scope="module")
-def paddlejob_crd(api_client):
-    """Kubeflow training-operator v1.9's PaddleJob CRD, installed into the test cluster."""
+def paddlejob_crd(cluster, api_client):
+    """Kubeflow training-operator v1.9's PaddleJob CRD in the test cluster. With Kueue the harness
+    installed it before Kueue started (tools/k8s/kueue.py: Kueue manages PaddleJobs too), and it
+    is used as it is; without Kueue it is installed here. Never deleted: Kueue's PaddleJob
+    controller watches it for the whole session."""
     path = subprocess.run([os.path.join(REPO_ROOT, "tools", "k8s", "fetch_crd.sh")], check=True,
                           capture_output=True, text=True).stdout.strip()
-    crd = yaml.safe_load(open(path))
+    with open(path) as fh:
+        crd = yaml.safe_load(fh)
     extensions = kubernetes.client.ApiextensionsV1Api(api_client)
-    try:
-        extensions.create_custom_resource_definition(crd)
-    except kubernetes.client.ApiException as exc:
-        if exc.status != 409:
-            raise
+    if not cluster.kueue:
+        try:
+            extensions.create_custom_resource_definition(crd)
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 409:
+                raise
     wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
                          extensions.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []),
              what="PaddleJob CRD established")

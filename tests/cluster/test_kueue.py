@@ -19,6 +19,7 @@ import datetime
 import os
 import subprocess
 import sys
+import types
 import uuid
 from decimal import Decimal
 
@@ -34,6 +35,7 @@ from paddle_ext.cli import _describe
 from paddle_ext.constants import KUEUE_QUEUE_LABEL, MANAGED_BY, USER_LABEL
 from paddle_ext.errors import JobNotFound
 from paddle_ext.hub.quota_sync import QuotaSync
+from paddle_ext.jobkinds import JOB_KINDS
 from paddle_ext.jobs import Phase
 from paddle_ext.kubeapi import KubeApi
 from paddle_ext.quota import queue_admin, queues
@@ -107,14 +109,15 @@ def job(name, workers, gpus, queue=QUEUE, suspend=True, complete_after="2s"):
                                   "spec": on_kwok_nodes({"restartPolicy": "Never", "containers": [container]})}}}
 
 
-def workloads_of(custom, ns, job_name):
-    """Every Workload of namespace `ns` that the Job `job_name` owns (Kueue makes one)."""
+def workloads_of(custom, ns, job_name, kind="Job"):
+    """Every Workload of namespace `ns` that the `kind` (Job, PaddleJob) `job_name` owns (Kueue
+    makes one)."""
     return [wl for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
-            if any(o["kind"] == "Job" and o["name"] == job_name for o in wl["metadata"].get("ownerReferences", ()))]
+            if any(o["kind"] == kind and o["name"] == job_name for o in wl["metadata"].get("ownerReferences", ()))]
 
 
-def workload_of(custom, ns, job_name):
-    return next(iter(workloads_of(custom, ns, job_name)), None)
+def workload_of(custom, ns, job_name, kind="Job"):
+    return next(iter(workloads_of(custom, ns, job_name, kind)), None)
 
 
 def pods_of(core_v1, ns, job_name):
@@ -129,18 +132,42 @@ def job_done(batch_v1, ns, name):
 # ------------------------------------------------------------------ pure
 
 
-def test_webhooks_go_by_url_to_127_0_0_1_only_for_kueue_and_jobs_in_user_namespaces(k8s_bin_dir):
+def test_webhooks_go_by_url_to_127_0_0_1_only_for_kueue_and_both_job_kinds_in_user_namespaces(k8s_bin_dir):
     with open(os.path.join(kueue.manifests_dir(k8s_bin_dir), "webhook.yaml")) as fh:
         docs = kueue.webhook_configurations(list(yaml.safe_load_all(fh)), 12345, b"PEM")
     assert sorted(d["kind"] for d in docs) == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
     hooks = [h for d in docs for h in d["webhooks"]]
-    assert {"mjob.kb.io", "vjob.kb.io", "mworkload.kb.io", "vworkload.kb.io", "vclusterqueue.kb.io"} <= {
-        h["name"] for h in hooks}
-    assert not [h["name"] for h in hooks if h["name"] in ("mpod.kb.io", "mdeployment.kb.io", "mpaddlejob.kb.io")]
+    names = {h["name"] for h in hooks}
+    assert {"mjob.kb.io", "vjob.kb.io", "mpaddlejob.kb.io", "vpaddlejob.kb.io", "mworkload.kb.io", "vworkload.kb.io",
+            "vclusterqueue.kb.io"} <= names
+    # Not what Kueue does not manage here: pods, deployments, the other Kubeflow kinds (same API group).
+    assert not names & {"mpod.kb.io", "mdeployment.kb.io", "mpytorchjob.kb.io", "vpytorchjob.kb.io", "mtfjob.kb.io",
+                        "mmpijob.kb.io", "mxgboostjob.kb.io", "mjaxjob.kb.io", "mtrainjob.kb.io"}, names
+    assert {(g, r.split("/")[0]) for h in hooks for rule in h["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"] if g != "kueue.x-k8s.io"} == {("batch", "jobs"), ("kubeflow.org", "paddlejobs")}
     for hook in hooks:
         assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:12345/")
         assert "service" not in hook["clientConfig"] and hook["clientConfig"]["caBundle"] == "UEVN"
         assert hook["namespaceSelector"] == {"matchExpressions": [{"key": USER_LABEL, "operator": "Exists"}]}
+
+
+def test_kueue_manages_both_job_kinds_of_the_product():
+    frameworks = kueue.configuration(1, 2, 3, "/certs")["integrations"]["frameworks"]
+    assert frameworks == ["batch/job", "kubeflow.org/paddlejob"]
+    assert {JOB_KINDS[k].api_group for k in JOB_KINDS} == {"batch", "kubeflow.org"}  # every kind of ours
+
+
+def test_without_the_cached_paddlejob_crd_kueue_does_not_start_and_says_why(tmp_path, monkeypatch):
+    """Kueue never runs here without PaddleJobs: a missing CRD (cache not built) stops start()
+    with what to do, before it makes anything."""
+    missing = tmp_path / "crds" / "kubeflow.org_paddlejobs.yaml"
+    monkeypatch.setattr(kueue, "unavailable_reason", lambda bin_dir: None)
+    monkeypatch.setattr(kueue, "paddlejob_crd_path", lambda: str(missing))
+    cluster = types.SimpleNamespace(state_dir=str(tmp_path / "state"), bin_dir=str(tmp_path / "bin"))
+    with pytest.raises(kueue.KueueError, match="PaddleJob CRD is not cached at .*run `make k8s-bin`") as info:
+        kueue.Kueue(cluster).start(deadline=0)
+    assert str(missing) in str(info.value)
+    assert not (tmp_path / "state").exists()  # nothing made
 
 
 def test_kueues_configuration_counts_only_gpus_in_admission_fair_sharing():
@@ -343,17 +370,18 @@ def release(batch_v1, ns, name="holder"):
     batch_v1.delete_namespaced_job(name, ns, propagation_policy="Background")
 
 
-def kueue_backend(cluster, ns, complete_after="2s") -> KubernetesBackend:
+def kueue_backend(cluster, ns, complete_after="2s", **config) -> KubernetesBackend:
     """The notebook's backend with Kueue, reading as an admin (every namespace's Workloads); its
-    jobs' pods complete on the KWOK nodes after `complete_after`."""
+    jobs' pods complete on the KWOK nodes after `complete_after`. `config`: more settings (e.g.
+    job_kind="paddlejob")."""
     return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns, queue_name=queues.LOCAL_QUEUE,
                              images=[{"name": "paddle:3.3.1-cpu"}], gpu_tolerations=[GPU_TOLERATION],
                              gpu_node_selector={"type": "kwok"},
-                             pod_annotations={COMPLETE_AFTER_ANNOTATION: complete_after})
+                             pod_annotations={COMPLETE_AFTER_ANNOTATION: complete_after}, **config)
 
 
-def waiting_message(custom, ns, job_name):
-    wl = workload_of(custom, ns, job_name) or {}
+def waiting_message(custom, ns, job_name, kind="Job"):
+    wl = workload_of(custom, ns, job_name, kind) or {}
     return [c["message"] for c in (wl.get("status") or {}).get("conditions") or ()
             if c["type"] == "QuotaReserved" and c["status"] == "False" and "insufficient" in c.get("message", "")]
 

@@ -14,7 +14,9 @@ without GPUs run there for real, and the KWOK nodes are tainted nvidia.com/gpu=p
     c = Cluster(state_dir, bin_dir, nodes=2, real_node=None); c.start(); ...; c.stop()
 
 With kueue (Cluster(kueue=True); `cluster.py up` by default) Kueue's controller manager
-runs too, as a process, with its CRDs and its webhooks by URL: see tools/k8s/kueue.py.
+runs too, as a process, with its CRDs and its webhooks by URL, managing both job kinds of the
+product (Indexed Jobs and Kubeflow PaddleJobs, whose CRD it installs first; no training
+operator runs): see tools/k8s/kueue.py.
 
 Pods owned by a Job complete after `complete_after` (per pod: annotation
 kwok.paddlecloud.io/complete-after, a Go duration such as "3s"), with exit code 0

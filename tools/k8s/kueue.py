@@ -7,10 +7,20 @@ configurations (config/components/webhook/manifests.yaml) next to the binaries, 
 
 - the CRDs are applied server-side (storage API v1beta2; the bases carry no conversion
   webhook, so only v1beta2 objects are used);
+- Kubeflow training-operator v1.9's PaddleJob CRD (kubeflow.org/v1, the product's second job
+  kind) is applied too, from the copy `make k8s-bin` caches (tools/k8s/fetch_crd.sh), and
+  served before the manager starts: Kueue sets up an integration whose API is missing only
+  later, polling with a backoff of up to 2 minutes (pkg/controller/jobframework/setup.go,
+  waitForAPI), so with the CRD first its PaddleJob controller runs at once. Without the cached
+  CRD, start() fails and says to run `make k8s-bin` (it never runs Kueue without PaddleJobs).
+  The CRD stays for the cluster's life: tests may rely on it, and none deletes it. No training
+  operator runs here, so an admitted PaddleJob is only unsuspended: no pod is made for it, and
+  waitForPodsReady evicts it once its timeout passes;
 - the manager runs with a Configuration (config.kueue.x-k8s.io/v1beta2) like the one
-  Kueue's envtest uses: no internal cert management, no leader election, batch/job only,
-  jobs without a queue label left alone, waitForPodsReady on, VisibilityOnDemand off (its
-  aggregated API would need the API server's aggregator), Admission Fair Sharing configured
+  Kueue's envtest uses: no internal cert management, no leader election, the integrations
+  batch/job and kubeflow.org/paddlejob (FRAMEWORKS), jobs without a queue label left alone,
+  waitForPodsReady on, VisibilityOnDemand off (its aggregated API would need the API
+  server's aggregator), Admission Fair Sharing configured
   (ADMISSION_FAIR_SHARING; it acts only on queues that ask for it); webhook, health and
   metrics servers on free ports of 127.0.0.1;
 - the webhook configurations are rewritten from `service` to
@@ -18,8 +28,9 @@ configurations (config/components/webhook/manifests.yaml) next to the binaries, 
   user namespaces (label paddlecloud.io/user), like the jobs Kueue manages
   (managedJobsNamespaceSelector): a stopped Kueue never blocks the harness's own objects,
   and jobs of other namespaces (tests that play Kueue's part by unsuspending a job
-  themselves) are not touched. Only the webhooks of the API groups Kueue manages here
-  (its own and batch) are installed.
+  themselves) are not touched. Only the webhooks of what Kueue manages here are installed
+  (WEBHOOK_RESOURCES: its own API group, batch jobs, kubeflow.org paddlejobs; not the other
+  Kubeflow kinds, pods or deployments).
 
 Kueue v0.17.0 reads its metrics server's certificate from a fixed path,
 /etc/kueue/metrics/certs/tls.{crt,key} (cmd/kueue/main.go; no flag or configuration field
@@ -51,8 +62,15 @@ NAMESPACE = "kueue-system"
 ETC_DIR = "/etc/kueue"
 METRICS_CERT_DIR = os.path.join(ETC_DIR, "metrics", "certs")  # fixed in Kueue's cmd/kueue/main.go
 OWNERS_FILE = os.path.join(ETC_DIR, "paddlecloud-owners.json")  # only in an /etc/kueue we made
-WEBHOOK_GROUPS = ("kueue.x-k8s.io", "batch")  # the integrations enabled here: batch/job
-FRAMEWORKS = ("batch/job",)
+# The integrations enabled here: the product's two job kinds (paddle_ext.jobkinds), Indexed
+# Jobs and Kubeflow PaddleJobs.
+FRAMEWORKS = ("batch/job", "kubeflow.org/paddlejob")
+# The webhooks installed: API group -> its resources (None: all of them). Kueue registers a hook
+# for every integration it knows (a no-op for those not enabled); only these are called.
+WEBHOOK_RESOURCES = {"kueue.x-k8s.io": None, "batch": ("jobs",), "kubeflow.org": ("paddlejobs",)}
+WEBHOOK_GROUPS = tuple(WEBHOOK_RESOURCES)
+PADDLEJOB_CRD = "paddlejobs.kubeflow.org"
+PADDLEJOB_API = "/apis/kubeflow.org/v1/paddlejobs"
 USER_NAMESPACES = {"matchExpressions": [{"key": USER_LABEL, "operator": "Exists"}]}
 WEBHOOK_NAMES = {"MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
                  "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration"}
@@ -80,6 +98,14 @@ class KueueError(RuntimeError):
 def manifests_dir(bin_dir):
     """Where build.sh copied the module's CRDs (crd/) and webhooks (webhook.yaml)."""
     return os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "kueue")
+
+
+def paddlejob_crd_path():
+    """Where `make k8s-bin` caches Kubeflow's PaddleJob CRD (tools/k8s/fetch_crd.sh --print:
+    the path only, nothing fetched; the file may be missing)."""
+    out = subprocess.run([os.path.join(os.path.dirname(os.path.abspath(__file__)), "fetch_crd.sh"), "--print"],
+                         check=True, capture_output=True, text=True, timeout=30)
+    return out.stdout.strip()
 
 
 def unavailable_reason(bin_dir):
@@ -118,7 +144,7 @@ def configuration(webhook_port, health_port, metrics_port, cert_dir, wait_for_po
 
 def webhook_configurations(documents, port, ca_pem):
     """Kueue's webhook configurations, reached at https://127.0.0.1:<port> with ca_pem,
-    only for WEBHOOK_GROUPS, and for namespaced objects only in user namespaces."""
+    only for WEBHOOK_RESOURCES, and for namespaced objects only in user namespaces."""
     out = []
     for doc in documents:
         if not doc or doc.get("kind") not in WEBHOOK_NAMES:
@@ -127,7 +153,7 @@ def webhook_configurations(documents, port, ca_pem):
         doc["metadata"] = {"name": WEBHOOK_NAMES[doc["kind"]], "labels": {"app.kubernetes.io/name": "kueue"}}
         hooks = []
         for hook in doc.get("webhooks", []):
-            if not all(g in WEBHOOK_GROUPS for rule in hook["rules"] for g in rule["apiGroups"]):
+            if not all(_hooked(rule) for rule in hook["rules"]):
                 continue
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}",
@@ -138,6 +164,17 @@ def webhook_configurations(documents, port, ca_pem):
         doc["webhooks"] = hooks
         out.append(doc)
     return out
+
+
+def _hooked(rule):
+    """Whether a webhook rule is only about what Kueue manages here (WEBHOOK_RESOURCES)."""
+    for group in rule["apiGroups"]:
+        if group not in WEBHOOK_RESOURCES:
+            return False
+        wanted = WEBHOOK_RESOURCES[group]
+        if wanted is not None and not all(r.split("/")[0] in wanted for r in rule["resources"]):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------- /etc/kueue
@@ -226,6 +263,10 @@ class Kueue:
         reason = unavailable_reason(c.bin_dir)
         if reason:
             raise KueueError(reason)
+        paddlejob_crd = paddlejob_crd_path()
+        if not os.path.isfile(paddlejob_crd):  # before anything is made: nothing to undo
+            raise KueueError(f"Kubeflow's PaddleJob CRD is not cached at {paddlejob_crd}; Kueue manages PaddleJobs "
+                             f"here too and needs it before it starts: run `make k8s-bin` (tools/k8s/fetch_crd.sh)")
         shutil.rmtree(self.dir, ignore_errors=True)
         cert_dir = os.path.join(self.dir, "certs")
         os.makedirs(cert_dir)
@@ -241,7 +282,7 @@ class Kueue:
             yaml.safe_dump(configuration(self.ports["webhook"], self.ports["health"], self.ports["metrics"],
                                          cert_dir, self.wait_for_pods_ready), fh)
         write_json(os.path.join(self.dir, "kueue.json"), {"ports": self.ports})
-        self._install_crds(deadline)
+        self._install_crds(deadline, paddlejob_crd)
         c.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
         claim_metrics_certs(c.state_dir, os.getpid())
         c._spawn("kueue", [os.path.join(c.bin_dir, "kueue"), f"--config={config}",
@@ -254,16 +295,19 @@ class Kueue:
             c.create(f"/apis/admissionregistration.k8s.io/v1/{doc['kind'].lower()}s", doc)
         c._wait(deadline, "Kueue's webhooks (by URL) answering the API server", self._webhook_answers)
 
-    def _install_crds(self, deadline):
+    def _install_crds(self, deadline, paddlejob):
+        """Kueue's CRDs and the PaddleJob CRD (the file `paddlejob`), each served before the
+        manager starts."""
         c = self.cluster
         out = subprocess.run([os.path.join(c.bin_dir, "kubectl"), f"--kubeconfig={c.kubeconfig}", "apply",
-                              "--server-side", "--force-conflicts", "-f", os.path.join(manifests_dir(c.bin_dir), "crd")],
-                             capture_output=True, text=True, timeout=120)
+                              "--server-side", "--force-conflicts", "-f", os.path.join(manifests_dir(c.bin_dir), "crd"),
+                              "-f", paddlejob], capture_output=True, text=True, timeout=120)
         if out.returncode:
-            raise KueueError(f"installing Kueue's CRDs failed: {out.stderr.strip()}")
+            raise KueueError(f"installing Kueue's and the PaddleJob CRDs failed: {out.stderr.strip()}")
         for plural in CRD_PLURALS:
             c._wait(deadline, f"CRD {plural}.kueue.x-k8s.io",
                     lambda p=plural: c._get_ok(f"/apis/kueue.x-k8s.io/v1beta2/{p}"))
+        c._wait(deadline, f"CRD {PADDLEJOB_CRD}", lambda: c._get_ok(PADDLEJOB_API))
 
     def _webhook_answers(self):
         """A dry-run ResourceFlavor with a label key Kueue's validating webhook refuses: its
