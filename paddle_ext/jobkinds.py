@@ -14,7 +14,7 @@ import dataclasses
 from typing import Callable
 
 from .constants import (CANCELLED_ANNOTATION, COMPLETION_INDEX_LABEL, FAILED_ANNOTATION,
-                        KUBEFLOW_INDEX_LABEL)
+                        KUBEFLOW_INDEX_LABEL, KUEUE_QUEUE_LABEL)
 from .manifests import ManifestSettings, indexed_job_objects, paddle_job_objects
 from .spec import JobSpec
 
@@ -82,16 +82,30 @@ class JobKind:
 
     # ---- patches
 
-    def suspend_patch(self, cancelled_at: str) -> dict:
-        """A merge patch that marks the job cancelled and stops it from making pods."""
-        return {"metadata": {"annotations": {CANCELLED_ANNOTATION: cancelled_at}}, "spec": self._suspend()}
+    def suspend_patch(self, cancelled_at: str, queued_by_kueue: bool = False) -> dict:
+        """A merge patch that marks the job cancelled and stops it (see `stop_patch`)."""
+        return self.stop_patch(CANCELLED_ANNOTATION, cancelled_at, queued_by_kueue)
 
-    def fail_patch(self, message: str) -> dict:
-        """A merge patch that marks the job failed (with why) and stops it from making pods."""
-        return {"metadata": {"annotations": {FAILED_ANNOTATION: message}}, "spec": self._suspend()}
+    def fail_patch(self, message: str, queued_by_kueue: bool = False) -> dict:
+        """A merge patch that marks the job failed (with why) and stops it (see `stop_patch`)."""
+        return self.stop_patch(FAILED_ANNOTATION, message, queued_by_kueue)
 
-    def _suspend(self) -> dict:
-        return _nest(self.policy_path, {"suspend": True})
+    def stop_patch(self, annotation: str, value: str, queued_by_kueue: bool) -> dict:
+        """A merge patch that sets `annotation` (why the job stopped) and stops the job.
+
+        `suspend: true` alone stops a job only where nothing resumes it. Kueue's job
+        reconciler unsuspends every job whose Workload is admitted (it stops a job only when
+        its Workload is evicted or deactivated, which takes write access to Workloads that
+        users do not have), so a cancelled admitted job would run on. For a job Kueue
+        manages the patch also sets activeDeadlineSeconds to 1: whatever Kueue does, the
+        job's own controller then ends it (a resumed job's deadline counts from its resume,
+        so it fails DeadlineExceeded a second later and its pods are deleted), and Kueue,
+        seeing it finished, marks its Workload Finished and frees the quota. The annotation
+        keeps it reading Cancelled (or Failed with our message), not DeadlineExceeded."""
+        policy: dict = {"suspend": True}
+        if queued_by_kueue:
+            policy["activeDeadlineSeconds"] = 1
+        return {"metadata": {"annotations": {annotation: value}}, "spec": _nest(self.policy_path, policy)}
 
     # ---- reading the object
 
@@ -129,6 +143,11 @@ class JobKind:
     def has_finished(self, job: dict) -> bool:
         """The job itself has ended, as Kubernetes sees it (succeeded or failed)."""
         return self.has_succeeded(job) or self.has_failed(job)
+
+
+def queued_by_kueue(job: dict) -> bool:
+    """Kueue manages the job (it carries Kueue's queue label): Kueue suspends and resumes it."""
+    return KUEUE_QUEUE_LABEL in ((job.get("metadata") or {}).get("labels") or {})
 
 
 JOB_KINDS = {kind.name: kind for kind in (

@@ -29,7 +29,7 @@ from ..errors import BackendUnavailable, Forbidden, InvalidRequest, JobExists, J
 from ..capacity import LIVE_PODS_SELECTOR, node_gpus, pods_in_use
 from ..jobs import Job, Phase
 from ..kubeapi import KubeApi, KubeApiError, KubeConfigError, KubeUnreachable, api_path
-from ..jobkinds import JOB_KINDS, JobKind
+from ..jobkinds import JOB_KINDS, JobKind, queued_by_kueue
 from ..manifests import (CODE_KEY, NO_OUTPUTS_NOTE, ManifestSettings, code_configmap, jobs_selector, label_selector,
                          outputs, runs_in_workspace)
 from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, quota_sources, report,
@@ -422,6 +422,10 @@ class KubernetesBackend(JobBackend):
         return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource, pod_spec)
 
     async def get(self, name: str) -> Job:
+        return (await self._get(name))[1]
+
+    async def _get(self, name: str) -> tuple[dict, Job]:
+        """The job's object and its view."""
         if not is_job_name(name):  # e.g. '..' or 'a/b' from a URL must never become an API path
             raise JobNotFound(name)
         job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
@@ -434,7 +438,7 @@ class KubernetesBackend(JobBackend):
             if free is not None:
                 result = job_from_objects(job, pods, events, kind=self.kind, max_free_gpus=free,
                                           gpu_resource=self.gpu_resource, kueue=kueue)
-        return result
+        return job, result
 
     async def _kueue_view(self, jobs: list[dict]) -> KueueView | None:
         """Kueue's objects for reading queued jobs, only with Kueue and a job suspended (queued):
@@ -517,16 +521,18 @@ class KubernetesBackend(JobBackend):
         """Stop the job if its view says it failed though Kubernetes has not ended it (its pods
         are refused for good), with the view's message as the reason."""
         if view.phase == Phase.FAILED and not self.kind.has_finished(job) and FAILED_ANNOTATION not in _annotations(job):
-            await self._stop(view.name, self.kind.fail_patch(view.message))
+            await self._stop(view.name, self.kind.fail_patch(view.message, queued_by_kueue(job)))
             self.log.info("Stopped job %s/%s: %s", self.namespace, view.name, view.message)
 
     # ------------------------------------------------------------ cancel
 
     async def cancel(self, name: str) -> Job:
-        job = await self.get(name)
-        if job.done:
-            return job
-        await self._stop(name, self.kind.suspend_patch(now_iso()))
+        job, view = await self._get(name)
+        if view.done:
+            return view
+        # Under Kueue the patch also sets a 1-second deadline: Kueue would resume a job that is
+        # only suspended (JobKind.stop_patch).
+        await self._stop(name, self.kind.suspend_patch(now_iso(), queued_by_kueue(job)))
         self.log.info("Cancelled job %s/%s", self.namespace, name)
         return await self.get(name)
 

@@ -863,6 +863,81 @@ def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, cust
     assert pods_of(core_v1, ns, "third") == []
 
 
+def live_pods(core_v1, ns, job_name):
+    """The job's pods that run or may run (not ended, not being deleted)."""
+    return [p.metadata.name for p in pods_of(core_v1, ns, job_name)
+            if p.status.phase not in ("Succeeded", "Failed") and p.metadata.deletion_timestamp is None]
+
+
+def job_failed(batch_v1, ns, name):
+    """The Job's Failed condition's reason once it holds (Kubernetes ended it), else None."""
+    status = batch_v1.read_namespaced_job(name, ns).status
+    return next((c.reason or "Failed" for c in status.conditions or () if c.type == "Failed" and c.status == "True"), None)
+
+
+def test_a_cancelled_admitted_job_ends_frees_its_quota_and_reads_cancelled_kueue_cannot_resume_it(
+        teams, custom, batch_v1, core_v1, kueue_cluster):
+    """Kueue resumes a suspended job whose Workload is admitted, so cancel (suspend) alone was
+    undone: the pods came back and ran to the end. Cancel under Kueue also sets a 1-second
+    deadline: the Job ends, its Workload is Finished, the team's quota is free again (a job
+    needing all of it is admitted) and the job reads Cancelled. A queued job cancelled (behind
+    it) never runs to the end either: it ends as soon as Kueue lets it start, and reads Cancelled."""
+    ns, cq = teams.make("cancel", gpus=8)
+
+    def used():
+        status = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", cq["metadata"]["name"]).get("status") or {}
+        gpus = [r.get("total") for f in status.get("flavorsUsage") or () for r in f.get("resources", ()) if r["name"] == GPU]
+        return status.get("admittedWorkloads"), status.get("reservingWorkloads"), gpus
+
+    def ended(name):
+        """Wait for the Job to end, its Workload to be Finished and its pods gone; its Failed reason."""
+        reason = wait_for(lambda: job_failed(batch_v1, ns, name), timeout=90, what=f"the cancelled job {name} to end",
+                          message=lambda: str(batch_v1.read_namespaced_job(name, ns).status))
+        wait_for(lambda: condition(workload_of(custom, ns, name) or {}, "Finished"), timeout=60,
+                 what=f"the Workload of {name} Finished")
+        wait_for(lambda: not live_pods(core_v1, ns, name), timeout=60, what=f"no pod of {name} left running",
+                 message=lambda: str(live_pods(core_v1, ns, name)))
+        return reason
+
+    async def scenario():
+        jobs = kueue_backend(kueue_cluster, ns, complete_after="1h")  # workers that would run for an hour
+        try:
+            for name in ("running", "waiting"):
+                await jobs.submit(JobSpec(name=name, command=["python", "train.py"], workers=2, gpus_per_worker=4))
+            await asyncio.to_thread(wait_for, lambda: condition(workload_of(custom, ns, "running") or {}, "Admitted"),
+                                    timeout=60, what="the 8-GPU job admitted")
+            await asyncio.to_thread(wait_for, lambda: len([p for p in pods_of(core_v1, ns, "running")
+                                                           if p.status.phase == "Running"]) == 2,
+                                    timeout=60, what="its 2 workers running on the KWOK nodes")
+            await asyncio.to_thread(wait_for, lambda: waiting_message(custom, ns, "waiting"), timeout=60,
+                                    what="Kueue to find the second 8-GPU job does not fit")
+
+            waiting = await jobs.cancel("waiting")  # queued, not admitted
+            assert waiting.phase == Phase.CANCELLED, waiting
+            running = await jobs.cancel("running")
+            assert running.phase == Phase.CANCELLED, running
+
+            for name in ("running", "waiting"):  # each: Kueue lets it start, its 1-second deadline ends it
+                assert await asyncio.to_thread(ended, name) == "DeadlineExceeded"
+            await asyncio.to_thread(wait_for, lambda: used() in ((0, 0, ["0"]), (0, 0, []), (None, None, [])),
+                                    timeout=60, what="the team queue's admitted usage back to 0", message=lambda: str(used()))
+
+            await jobs.submit(JobSpec(name="next", command=["python", "train.py"], workers=2, gpus_per_worker=4))
+            await asyncio.to_thread(wait_for, lambda: condition(workload_of(custom, ns, "next") or {}, "Admitted"),
+                                    timeout=60, what="a job needing the whole quota admitted after the cancels")
+            return await jobs.get("running"), await jobs.get("waiting")
+        finally:
+            await jobs.close()
+
+    running, waiting = asyncio.run(scenario())
+    for job in (running, waiting):
+        assert (job.phase, job.message) == (Phase.CANCELLED, "The job was cancelled."), job
+        assert "1 second" not in str(job.to_dict()), job
+    assert not live_pods(core_v1, ns, "running") and not live_pods(core_v1, ns, "waiting")
+    for name in ("running", "waiting"):  # ended for good: Kueue does not start a finished job again
+        assert job_failed(batch_v1, ns, name) == "DeadlineExceeded"
+
+
 async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits_all_kueue_admits(
         kueue_cluster, custom, core_v1, batch_v1, make_namespace):
     """The hub's own path (quota store + QuotaSync, as a PUT on the quota page runs it): the

@@ -13,8 +13,9 @@ import yaml
 from mergepatch import merge_patch
 from paddle_ext import tenancy
 from paddle_ext.backends.kubernetes import KubernetesBackend
-from paddle_ext.constants import CONTAINER_NAME, DEFAULT_JOB_KIND, KIND_LABEL
-from paddle_ext.jobkinds import HUB_JOB_VERBS, JOB_KINDS, NOTEBOOK_JOB_VERBS, job_objects
+from paddle_ext.constants import (CANCELLED_ANNOTATION, CONTAINER_NAME, DEFAULT_JOB_KIND, FAILED_ANNOTATION, KIND_LABEL,
+                                  KUEUE_QUEUE_LABEL)
+from paddle_ext.jobkinds import HUB_JOB_VERBS, JOB_KINDS, NOTEBOOK_JOB_VERBS, job_objects, queued_by_kueue
 from paddle_ext.manifests import ManifestSettings
 from paddle_ext.spec import JobSpec
 
@@ -57,6 +58,25 @@ def test_a_kinds_suspend_patch_suspends_its_object(name):
     failed = merge_patch(build(name), kind.fail_patch("refused"))
     assert kind.is_suspended(cancelled) and kind.is_suspended(failed)
     assert kind.workers(cancelled) == 3  # the rest of the spec stays
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_a_kinds_stop_patch_under_kueue_also_sets_a_one_second_deadline(name):
+    """Kueue resumes a suspended job whose Workload is admitted, so under Kueue suspend alone
+    does not stop it: the 1-second deadline makes the job's own controller end it. Without
+    Kueue the job's deadline is left alone (suspend is enough)."""
+    kind = JOB_KINDS[name]
+    queued = build(name, queue_name="q")
+    assert queued_by_kueue(queued) and not queued_by_kueue(build(name))
+    for patch, annotation in ((kind.suspend_patch("2026-01-01T00:00:00Z", True), CANCELLED_ANNOTATION),
+                              (kind.fail_patch("refused", True), FAILED_ANNOTATION),
+                              (kind.stop_patch(CANCELLED_ANNOTATION, "t", queued_by_kueue=True), CANCELLED_ANNOTATION)):
+        stopped = merge_patch(queued, patch)
+        assert kind.is_suspended(stopped) and kind.deadline_seconds(stopped) == 1
+        assert annotation in stopped["metadata"]["annotations"] and kind.workers(stopped) == 3
+        assert stopped["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "q"
+    plain = merge_patch(build(name), kind.stop_patch(CANCELLED_ANNOTATION, "t", queued_by_kueue=False))
+    assert kind.is_suspended(plain) and kind.deadline_seconds(plain) == 600
 
 
 @pytest.mark.parametrize("name", KINDS)

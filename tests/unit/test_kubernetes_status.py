@@ -141,6 +141,26 @@ def test_cancelled_wins():
     assert (result.phase, result.finished) == ("Cancelled", "2026-01-01T00:03:00Z")
 
 
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_a_job_stopped_under_kueue_reads_as_we_stopped_it_not_as_its_deadline(kind):
+    """Under Kueue a cancel (or a stop for refused pods) also sets a 1-second deadline, so
+    Kubernetes ends the job DeadlineExceeded: it must still read Cancelled (or Failed with our
+    message), its spec keep the recorded max runtime, and nothing speak of a 1-second limit."""
+    make = make_job if kind == "job" else make_paddle_job
+    jobkind = JOB_KINDS[kind]
+    for annotation, value, phase, message in (
+            ("paddlecloud.io/cancelled", "2026-01-01T00:03:00Z", "Cancelled", "The job was cancelled."),
+            ("paddlecloud.io/failed", "Worker pods are refused: x", "Failed", "Worker pods are refused: x")):
+        job = condition(make(max_runtime_seconds=3600), jobkind.failed_condition, "DeadlineExceeded")
+        job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "q"
+        policy = job["spec"] if kind == "job" else job["spec"]["runPolicy"]
+        policy.update(suspend=False, activeDeadlineSeconds=1)
+        job["metadata"]["annotations"][annotation] = value
+        result = job_from_objects(job, [], [], kind=jobkind)
+        assert (result.phase, result.message) == (phase, message)
+        assert result.spec["max_runtime_seconds"] == 3600 and "1 second" not in json.dumps(result.to_dict())
+
+
 def test_newest_pod_of_a_retried_worker_counts():
     job = make_job(workers=1)
     old = pod(0, "Failed", {"terminated": {"exitCode": 1}}, created="2026-01-01T00:00:01Z")

@@ -17,6 +17,10 @@ from paddle_ext.quota.queues import Queue, QueuePolicy, queue_annotation
 from paddle_ext.spec import JobSpec
 from decimal import Decimal
 
+from mergepatch import merge_patch
+from paddle_ext.jobkinds import job_objects
+from paddle_ext.manifests import ManifestSettings
+
 TEAM = Queue("paddlecloud-team-vision", "team vision's queue", "group:vision",
              {"gpus": Decimal(8), "cpu": None, "memory": None})
 
@@ -192,3 +196,47 @@ async def test_a_listing_reads_the_requeues_of_jobs_that_are_not_queued_from_the
     api = ListingApi([done], [workload])
     [job] = await backend(api, "").list()
     assert job.requeues == 0 and len(api.asked) == 1  # no Kueue: nothing more read
+
+
+class JobApi:
+    """One job (`job`), no pods, events or Kueue objects; records each patch and merges it in."""
+
+    def __init__(self, job: dict):
+        self.job, self.patches = job, []
+
+    async def get(self, path, **params):
+        if path.endswith("/jobs/j"):
+            return self.job
+        return {"items": []}
+
+    async def list(self, path, **params):
+        return {"items": []}
+
+    async def patch(self, path, body):
+        assert path.endswith("/jobs/j")
+        self.patches.append(body)
+        self.job = merge_patch(self.job, body)
+        return self.job
+
+    async def delete(self, path, **params):
+        return {}
+
+
+@pytest.mark.parametrize("queue_name", ["default", ""])
+async def test_cancel_of_a_job_kueue_manages_sets_a_one_second_deadline_kueue_cannot_undo(queue_name):
+    """Kueue resumes a suspended job whose Workload is admitted; under Kueue cancel also sets
+    activeDeadlineSeconds to 1, so the Job controller ends the job whatever Kueue does. Whether
+    Kueue manages it is the job's own queue label (the backend's setting may have changed)."""
+    spec = JobSpec(name="j", command=["x"], workers=2, max_runtime_seconds=600)
+    queued = job_objects(spec, ManifestSettings(namespace="paddlecloud-alice", image="img", queue_name="q"))[-1]
+    api = JobApi({**queued, "status": {}})
+    cancelled = await backend(api, queue_name).cancel("j")
+    assert cancelled.phase == Phase.CANCELLED
+    (patch,) = api.patches
+    assert patch["spec"] == {"suspend": True, "activeDeadlineSeconds": 1}
+
+    plain = job_objects(spec, ManifestSettings(namespace="paddlecloud-alice", image="img"))[-1]
+    api = JobApi({**plain, "status": {}})
+    await backend(api, queue_name).cancel("j")
+    (patch,) = api.patches
+    assert patch["spec"] == {"suspend": True}  # without Kueue suspend stops it, as before
