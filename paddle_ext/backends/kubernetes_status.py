@@ -70,7 +70,7 @@ def log_marker(job: Job, pods: list[dict], pod: dict, shown_before: bool) -> str
         return "--- the worker's pod was replaced; its replacement's log follows ---" if shown_before else None
     ended = [(worker_index(other), other) for other in pods if pod_attempt(other) == attempt - 1 and _terminated(other)]
     # the worker that caused the restart, not one that stopped for a lost peer
-    roots = [(i, other) for i, other in ended if i is not None and (_terminated(other) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    roots = [(i, other) for i, other in ended if i is not None and not _stopped_for_lost_peer(other)]
     cause = _cause(roots)
     if cause is not None:
         reason = f"worker {cause[0]} {_ended_how(cause[1])}"
@@ -90,8 +90,13 @@ def _cause(replaced: list[tuple[int, dict]]) -> tuple[int, dict] | None:
     """Among replaced worker pods (index, pod), the one that says why they were: the last to
     end that did not merely stop for a lost peer (else the last to end)."""
     ended = sorted(replaced, key=_finished_at)
-    causes = [item for item in ended if (_terminated(item[1]) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    causes = [item for item in ended if not _stopped_for_lost_peer(item[1])]
     return (causes or ended)[-1] if ended else None
+
+
+def _stopped_for_lost_peer(pod: dict) -> bool:
+    """The worker ended with our peer-lost exit: a consequence of another worker's loss."""
+    return (_terminated(pod) or {}).get("exitCode") == PEER_LOST_EXIT_CODE
 
 
 def pods_by_worker(pods: list[dict]) -> dict[int, dict]:
@@ -144,7 +149,7 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), s
     if not count:
         return 0, ""
 
-    causes = [item for item in replaced if (_terminated(item[1]) or {}).get("exitCode") != PEER_LOST_EXIT_CODE]
+    causes = [item for item in replaced if not _stopped_for_lost_peer(item[1])]
     if not causes and job_name:
         # Only peers that stopped for a lost worker are left: the lost one's pod was deleted
         # (and is gone); the kubelet's last Killing event names it.
