@@ -15,23 +15,31 @@ Every worker reads the same folder: where the workers do not share it (Kubernete
 a shared workspace), a restarted job starts again from step 0. Restarts themselves are the
 platform's (see `max_restarts`); `attempt()` says which attempt runs (0 first).
 
+After a restart, rank 0 also writes `resumed.json` beside the checkpoints (the job, the
+attempt and the step it resumed from), which the job's status reads to say "resumed from step
+500" (`resumed_step`).
+
 Imports paddle only when called, so `import paddle_ext.checkpoint` costs nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
+import stat
 import sys
 import tempfile
-from typing import Any
+from typing import Any, TypeGuard
 
 from .constants import JOB_NAME_ENV, OUTPUT_DIR_ENV, RESTART_ENV, TRAINER_ID_ENV
 
 FOLDER = "checkpoints"
 SUFFIX = ".pdckpt"
 DEFAULT_KEEP = 3
+RESUME_RECORD = "resumed.json"
+_RECORD_MAX_BYTES = 4096
 _NAME = re.compile(r"step-(\d{1,18})" + re.escape(SUFFIX) + r"\Z")
 
 
@@ -152,16 +160,74 @@ def resume(model: Any, optimizer: Any = None, directory: str | None = None, quie
     Call it on every rank, before wrapping the model in paddle.DataParallel or after."""
     found = latest(directory)
     if found is None:
-        if attempt() and not quiet:
-            print(f"paddlecloud: attempt {attempt() + 1}: no checkpoint in {folder(directory)}; "
-                  "starting from step 0", file=sys.stderr, flush=True)
+        if attempt():
+            _record_resume(directory, 0)
+            if not quiet:
+                print(f"paddlecloud: attempt {attempt() + 1}: no checkpoint in {folder(directory)}; "
+                      "starting from step 0", file=sys.stderr, flush=True)
         return 0
     state = load(found, model, optimizer)
     # A queue's requeue (Kueue preempted the job) is no failure, and Kubernetes' count, which
     # $PADDLECLOUD_RESTART carries, leaves it out; the checkpoint says which attempt wrote it.
     # Set here, the attempt reaches the metric records (paddle_ext.reporting) and the next save.
     os.environ[RESTART_ENV] = str(attempt_after(state, os.environ.get(JOB_NAME_ENV, ""), attempt()))
+    if attempt():
+        _record_resume(directory, int(state["step"]))
     if not quiet:
         print(f"paddlecloud: resumed from checkpoint at step {state['step']} ({found.path}), "
               f"attempt {attempt() + 1}", flush=True)
     return int(state["step"])
+
+
+def _record_resume(directory: str | None, step: int) -> None:
+    """Rank 0 writes which attempt of which job resumed from which step (the job's status reads
+    it); atomically, and never failing the run for it."""
+    if _rank() != 0:
+        return
+    where = folder(directory)
+    record = {"job": os.environ.get(JOB_NAME_ENV, ""), "attempt": attempt(), "step": step}
+    tmp = None
+    try:
+        os.makedirs(where, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=where, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, os.path.join(where, RESUME_RECORD))
+    except OSError as exc:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        print(f"paddlecloud: could not note the resume in {where}: {exc}", file=sys.stderr, flush=True)
+
+
+def read_resume_record(directory: str) -> dict | None:
+    """The resume record in a checkpoint folder, or None (none, unreadable, not a small regular
+    file: the folder is the user's, so a link or a FIFO there is not followed or waited on)."""
+    try:
+        fd = os.open(os.path.join(directory, RESUME_RECORD), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _RECORD_MAX_BYTES:
+            return None
+        record = json.loads(os.read(fd, _RECORD_MAX_BYTES))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return record if isinstance(record, dict) else None
+
+
+def resumed_step(record: dict | None, job: str, attempt_number: int) -> int | None:
+    """The step attempt `attempt_number` (1 first, as Job.attempt counts) of job `job` resumed
+    from, by its resume record; None when the record is of another job or attempt (pure)."""
+    if not record or record.get("job") != job:
+        return None
+    written, step = record.get("attempt"), record.get("step")
+    if not (_count(written) and _count(step)):
+        return None
+    return step if written + 1 == attempt_number else None
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

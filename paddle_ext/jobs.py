@@ -10,6 +10,7 @@ import dataclasses
 import enum
 
 from .restarts import attempt_label
+from .timestamps import clock
 
 
 class Phase(enum.StrEnum):
@@ -141,6 +142,8 @@ class Job:
     # against max_restarts; `last_restart_reason` then says why ("preempted: team audio
     # reclaimed its GPUs") unless a restart came after.
     requeues: int = 0
+    last_restart_at: str | None = None  # when the last restart or requeue happened (ISO), where known
+    resumed_from_step: int | None = None  # the step the current attempt resumed from (its checkpoint)
 
     @property
     def done(self) -> bool:
@@ -163,13 +166,22 @@ class Job:
         return self.spec.get("max_restarts") or 0
 
     def attempt_line(self) -> str:
-        """'attempt 2 of 4: worker 1 was killed by signal 9', or '' before any restart or
-        requeue. Requeues add to the attempts a job may have ('attempt 2 of 2: preempted:
-        team audio reclaimed its GPUs' for a job without restarts)."""
+        """'attempt 2 of 4: worker 1 was killed by signal 9 at 14:02 UTC; resumed from step 500',
+        or '' before any restart or requeue; the time and the step where known. Requeues add to
+        the attempts a job may have ('attempt 2 of 2: preempted: team audio reclaimed its GPUs'
+        for a job without restarts)."""
         if self.attempt == 1:
             return ""
         line = attempt_label(self.attempt - 1, self.max_restarts + self.requeues)
-        return f"{line}: {self.last_restart_reason}" if self.last_restart_reason else line
+        if self.last_restart_reason:
+            line += f": {self.last_restart_reason}"
+            if self.last_restart_at:
+                line += f" at {clock(self.last_restart_at)}"
+        if self.resumed_from_step:
+            line += f"; resumed from step {self.resumed_from_step}"
+        elif self.resumed_from_step == 0:
+            line += "; no checkpoint, started again from step 0"
+        return line
 
     def to_dict(self) -> dict:
         return {
@@ -181,6 +193,7 @@ class Job:
             "queue": self.queue.to_dict() if self.queue else None,
             "attempt": self.attempt, "restarts": self.restarts, "max_restarts": self.max_restarts,
             "last_restart_reason": self.last_restart_reason, "requeues": self.requeues,
+            "last_restart_at": self.last_restart_at, "resumed_from_step": self.resumed_from_step,
         }
 
 

@@ -23,3 +23,13 @@ def parse_time(text: str | None) -> datetime.datetime | None:
         return None
     value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+
+
+def clock(text: str) -> str:
+    """An ISO time as a user reads it in a status line: '14:02 UTC' (the text itself if it
+    is not a time)."""
+    try:
+        moment = parse_time(text)
+    except ValueError:
+        return text
+    return moment.astimezone(datetime.timezone.utc).strftime("%H:%M UTC") if moment else text

@@ -246,5 +246,22 @@ export function restartsLine(job: IJob): string | null {
     return line;
   }
   const attempt = job.attempt ?? restarts + requeues + 1;
-  return `${line} (attempt ${attempt}${job.last_restart_reason ? `: ${job.last_restart_reason}` : ''})`;
+  let why = job.last_restart_reason ? `: ${job.last_restart_reason}` : '';
+  if (why && job.last_restart_at) {
+    why += ` at ${clock(job.last_restart_at)}`;
+  }
+  const step = job.resumed_from_step;
+  if (step) {
+    why += `; resumed from step ${step}`;
+  } else if (step === 0) {
+    why += '; no checkpoint, started again from step 0';
+  }
+  return `${line} (attempt ${attempt}${why})`;
+}
+
+/** An ISO time as a status line says it: '14:02 UTC' (the text itself if it is no time), as
+ * `timestamps.clock` does on the server. */
+export function clock(iso: string): string {
+  const moment = new Date(iso);
+  return isNaN(moment.getTime()) ? iso : `${moment.toISOString().slice(11, 16)} UTC`;
 }

@@ -55,6 +55,10 @@ export interface IJob {
   last_restart_reason?: string;
   /** Times the queue (Kueue) sent the job back after it started: attempts, not restarts spent. */
   requeues?: number;
+  /** When the last restart (or requeue) happened (ISO), where known. */
+  last_restart_at?: string | null;
+  /** The step the current attempt resumed from (its checkpoint); null when not known. */
+  resumed_from_step?: number | null;
 }
 
 /** Where a Queued job stands in line (`jobs.QueueState.to_dict()`). */

@@ -159,6 +159,23 @@ describe('restartsLine', () => {
     ).toBe('1 of at most 2 (attempt 2: worker 1 was killed by signal 9)');
   });
 
+  it('says when the restart happened and the step the attempt resumed from, where known', () => {
+    const restarted = {
+      ...job('a', 'Running', 2, 0),
+      max_restarts: 3,
+      restarts: 1,
+      attempt: 2,
+      last_restart_reason: 'worker 1 was evicted or preempted',
+      last_restart_at: '2026-12-03T14:02:41Z'
+    };
+    expect(restartsLine({ ...restarted, resumed_from_step: 500 })).toBe(
+      '1 of at most 3 (attempt 2: worker 1 was evicted or preempted at 14:02 UTC; resumed from step 500)'
+    );
+    expect(restartsLine({ ...restarted, resumed_from_step: 0, last_restart_at: null })).toBe(
+      '1 of at most 3 (attempt 2: worker 1 was evicted or preempted; no checkpoint, started again from step 0)'
+    );
+  });
+
   it('counts a requeue by the queue as an attempt but not as a restart spent', () => {
     expect(
       restartsLine({

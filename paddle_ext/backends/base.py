@@ -9,6 +9,7 @@ anything a user should see.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 from typing import TYPE_CHECKING, Any, AsyncIterator
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from traitlets import Dict, Integer, List, Unicode, default
 from traitlets.config import Config, LoggingConfigurable
 
+from .. import checkpoint
 from ..constants import (BACKEND_CONFIG_ENV, CODE_MAX_BYTES, DATASETS_ENV, DEFAULT_MAX_RESTARTS, IMAGES_ENV,
                          SITE_MAX_RESTARTS)
 from ..errors import InvalidRequest, NotFound, PaddleCloudError, QuotaExceeded
@@ -240,6 +242,22 @@ def code_not_stored(job: Job) -> NotFound:
     why = (f"its folder {record['workdir']} was too big to keep" if record.get("workdir")
            else "it was submitted before jobs recorded their code")
     return NotFound(f"The code of job '{job.name}' was not kept: {why}.")
+
+
+def with_resume(job: Job, within: str | None = None) -> Job:
+    """The job with the step its current attempt resumed from (`resumed_from_step`), read from
+    the resume record a restarted job's rank 0 leaves in its kept outputs (paddle_ext.checkpoint).
+    `within`: the folder kept outputs must be under (the user's own storage), or None where the
+    backend itself chose the folder."""
+    outputs = job.outputs or {}
+    path = outputs.get("path")
+    if job.attempt == 1 or not outputs.get("kept") or not isinstance(path, str) or not path:
+        return job
+    folder = os.path.realpath(os.path.join(path, checkpoint.FOLDER))
+    if within is not None and not folder.startswith(os.path.realpath(within).rstrip("/") + "/"):
+        return job
+    step = checkpoint.resumed_step(checkpoint.read_resume_record(folder), job.name, job.attempt)
+    return job if step is None else dataclasses.replace(job, resumed_from_step=step)
 
 
 def check_worker(job: Job, worker: int | None) -> None:

@@ -37,7 +37,7 @@ from ..quota.model import (Effective, JobUsage, Limits, QuotaReport, quota_sourc
 from ..quota.queues import KUEUE_API_VERSION, never_fits, read_queue_annotation
 from ..spec import JobSpec, is_job_name
 from ..timestamps import now, now_iso
-from .base import JobBackend, code_not_stored
+from .base import JobBackend, code_not_stored, with_resume
 from .kubernetes_progress import related_events
 from .kubernetes_queue import KueueView
 from .kubernetes_status import (container_started, enforced_workers, job_from_objects, job_views, max_free_gpus,
@@ -422,7 +422,13 @@ class KubernetesBackend(JobBackend):
         return max_free_gpus(nodes.get("items", []), pods.get("items", []), self.gpu_resource, pod_spec)
 
     async def get(self, name: str) -> Job:
-        return (await self._get(name))[1]
+        return self._with_resume((await self._get(name))[1])
+
+    def _with_resume(self, job: Job) -> Job:
+        """The job with the step it resumed from, read from its outputs only on the workspace:
+        the outputs' path is an annotation of the job, which its user can write."""
+        mount = self.workspace.get("mount_path")
+        return with_resume(job, mount) if mount else job
 
     async def _get(self, name: str) -> tuple[dict, Job]:
         """The job's object and its view."""
@@ -490,7 +496,7 @@ class KubernetesBackend(JobBackend):
         views = await self.list_views()
         for job, view in views:
             await self._stop_refused(job, view)
-        return [view for _, view in views]
+        return [self._with_resume(view) for _, view in views]
 
     async def list_views(self) -> list[tuple[dict, Job]]:
         """Every job's object and view, newest first, changing nothing (list() then stops the

@@ -377,19 +377,30 @@ def as_interrupted(workload: dict) -> dict | None:
     return {**workload, "status": {**(workload.get("status") or {}), "conditions": as_was}}
 
 
-def requeues(job: dict, view: KueueView | None, gpu_resource: str = GPU_RESOURCE) -> tuple[int, str]:
-    """(requeues, why the last one) of a job, from its Workload where it can be read, also
-    once it is admitted again; (0, "") otherwise."""
+def requeues(job: dict, view: KueueView | None, gpu_resource: str = GPU_RESOURCE) -> tuple[int, str, str | None]:
+    """(requeues, why the last one, when: an ISO time or None) of a job, from its Workload where
+    it can be read, also once it is admitted again (then without the time: Kueue's reset
+    conditions carry the readmission's); (0, "", None) otherwise."""
     workload = view.workload_of(job) if view is not None else None
     count = evictions(workload) if workload is not None else 0
     if view is None or workload is None or not count:
-        return 0, ""
+        return 0, "", None
     why = interruption(workload, view.cluster_queues, say_requeued=False, gpu_resource=gpu_resource)
-    if why is None:
-        readmitted = as_interrupted(workload)
-        why = (interruption(readmitted, view.cluster_queues, say_requeued=False, gpu_resource=gpu_resource)
-               if readmitted else None)
-    return count, why or ""
+    if why is not None:
+        return count, why, interrupted_at(workload)
+    readmitted = as_interrupted(workload)
+    why = (interruption(readmitted, view.cluster_queues, say_requeued=False, gpu_resource=gpu_resource)
+           if readmitted else None)
+    return count, why or "", None
+
+
+def interrupted_at(workload: dict) -> str | None:
+    """When Kueue sent a waiting Workload back (its Evicted or Preempted condition turned
+    true), if it says."""
+    conds = conditions(workload)
+    times = [str(cond.get("lastTransitionTime")) for kind in ("Evicted", "Preempted")
+             if (cond := conds.get(kind) or {}).get("status") == "True" and cond.get("lastTransitionTime")]
+    return min(times) if times else None
 
 
 # ------------------------------------------------------------------ the estimate

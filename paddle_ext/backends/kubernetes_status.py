@@ -129,8 +129,9 @@ def _ended_how(pod: dict) -> str:
     return exit_cause(terminated.get("exitCode") if terminated else None).words
 
 
-def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), spent: int = 0) -> tuple[int, str]:
-    """(restarts, why the last one happened) from a job's pods: each restart of a worker
+def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (),
+                spent: int = 0) -> tuple[int, str, str | None]:
+    """(restarts, why the last one happened, when: an ISO time or None) from a job's pods: each restart of a worker
     leaves its old pod behind (Failed), so the most pods any worker index has, less one, is
     the count; the last replaced pod that did not merely stop for a lost peer says why.
     `spent`: restarts the Job controller says were used up (a job failed for an index out of
@@ -147,7 +148,7 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), s
         replaced += [(index, pod) for pod in own[:-1]]
     count = max([len(own) - 1 for own in by_index.values()] + [spent])
     if not count:
-        return 0, ""
+        return 0, "", None
 
     causes = [item for item in replaced if not _stopped_for_lost_peer(item[1])]
     if not causes and job_name:
@@ -160,12 +161,17 @@ def restarts_of(pods: list[dict], job_name: str = "", events: list[dict] = (), s
             if event.get("reason") == "Killing" and involved.get("kind") == "Pod" and involved.get("name") not in known:
                 index = worker_of_pod_name(job_name, involved.get("name") or "")
                 if index is not None:
-                    return count, f"worker {index} was stopped: its pod was deleted"
+                    return count, f"worker {index} was stopped: its pod was deleted", _event_time(event) or None
     cause = _cause(replaced)
     if cause is None:
-        return count, ""
+        return count, "", None
     index, pod = cause
-    return count, f"worker {index} {_ended_how(pod)}"
+    return count, f"worker {index} {_ended_how(pod)}", _ended_at(pod)
+
+
+def _ended_at(pod: dict) -> str | None:
+    """When a worker pod ended (its container finished, or the pod was deleted), if known."""
+    return (_terminated(pod) or {}).get("finishedAt") or pod["metadata"].get("deletionTimestamp") or None
 
 
 def _container_status(pod: dict) -> dict:
@@ -491,13 +497,13 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     # A job failed for an index out of restarts (backoffLimitPerIndex, maxFailedIndexes 0) spent them all.
     spent = (spec.get("max_restarts") or 0) if failed is not None and failed.get("reason") == "FailedIndexes" else 0
-    restarts, last_restart_reason = restarts_of(pods, metadata["name"], events, spent)
+    restarts, last_restart_reason, last_restart_at = restarts_of(pods, metadata["name"], events, spent)
     # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
     # restart seen in the pods names the reason: usually the later event (a readmitted job's pods
     # are all new), though failed pods of a restart before the requeue are kept too.
-    requeued, requeue_reason = requeues(job, kueue, gpu_resource)
+    requeued, requeue_reason, requeued_at = requeues(job, kueue, gpu_resource)
     if requeued and not restarts:
-        last_restart_reason = requeue_reason
+        last_restart_reason, last_restart_at = requeue_reason, requeued_at
     if phase == Phase.FAILED and reason == Reason.WORKER_FAILED and failed is not None:
         if failed.get("reason") == "PodFailurePolicy" and spec.get("max_restarts"):
             message += " Not restarted: an error in the job's own code fails it at once."
@@ -515,7 +521,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         created=metadata.get("creationTimestamp"), finished=finished, worker_states=states, backend=backend,
         code=_json_annotation(annotations, CODE_ANNOTATION), outputs=_json_annotation(annotations, OUTPUTS_ANNOTATION),
         progress=progress, restarts=restarts, last_restart_reason=last_restart_reason, queue=queue,
-        requeues=requeued,
+        requeues=requeued, last_restart_at=last_restart_at,
     )
 
 

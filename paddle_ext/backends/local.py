@@ -36,7 +36,7 @@ from ..trainer_logs import DirectoryWatch
 from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
 from . import local_queue
-from .base import JobBackend, code_not_stored
+from .base import JobBackend, code_not_stored, with_resume
 from ..ports import free_port
 from .identity import current_groups
 from .local_supervisor import STOP_GRACE_SECONDS, stop_group
@@ -480,7 +480,9 @@ class LocalBackend(JobBackend):
             worker_states=tuple(workers), backend=self.name, code=meta.get("code"), outputs=meta.get("outputs"),
             progress=tuple(local_progress(worker) for worker in workers),
             restarts=len(restarts), last_restart_reason=restarts[-1]["reason"] if restarts else "",
+            last_restart_at=restarts[-1].get("at") if restarts else None,
         )
+        job = with_resume(job)
         # For the queue, a worker whose exit code is written holds nothing any more: its
         # processes are gone, only its supervisor may still be finishing (and starting the
         # queue: it must not count itself).

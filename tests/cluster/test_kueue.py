@@ -812,7 +812,9 @@ async def test_a_borrowing_paddle_job_preempted_by_the_lending_team_resumes_from
         job = await wait_phase(borrower, name, (Phase.SUCCEEDED, Phase.FAILED), timeout=600)
         assert job.phase == Phase.SUCCEEDED, job.message
         assert (job.requeues, job.restarts, job.attempt) == (1, 0, 2), job.to_dict()
-        assert job.attempt_line() == f"attempt 2 of 3: preempted: {lender_team} reclaimed its capacity", job.to_dict()
+        # readmitted: no time (Kueue's conditions carry the readmission's); the step from the resume record
+        assert job.attempt_line() == (f"attempt 2 of 3: preempted: {lender_team} reclaimed its capacity; "
+                                      "resumed from step 10"), job.to_dict()
         status = _describe(job)  # what `paddlecloud status` prints
         assert "Phase:    Succeeded" in status and ("Restarts: 0 of at most 1; requeued once by the queue (not counted) "
                                                     f"(now {job.attempt_line()})") in status, status

@@ -61,6 +61,8 @@ def test_a_killed_trainer_restarts_both_workers_from_the_checkpoint_and_the_job_
     assert final["phase"] == "Succeeded", final
     assert (final["restarts"], final["attempt"]) == (1, 2)
     assert final["last_restart_reason"] == "worker 1 was killed by signal 9"
+    assert final["created"] < final["last_restart_at"] <= final["finished"], final  # ISO UTC: ordered as text
+    assert final["resumed_from_step"] == 50, final  # rank 0's resume record, read by the status
     assert [w["exit_code"] for w in final["worker_states"]] == [0, 0]
 
     for rank in (0, 1):

@@ -126,6 +126,61 @@ def test_a_run_resuming_its_own_jobs_checkpoint_is_a_later_attempt_though_no_fai
     assert checkpoint.resume(model, optimizer) == 20 and checkpoint.attempt() == 0
 
 
+def test_a_restarted_run_notes_the_step_it_resumed_from_for_the_jobs_status(monkeypatch, outputs):
+    """Rank 0 of a restarted attempt leaves a resume record beside the checkpoints; the status
+    reads the step back only for the same job and attempt; a fresh start notes nothing."""
+    model, optimizer = make(0)
+    assert checkpoint.resume(model, optimizer) == 0
+    folder = outputs / "checkpoints"
+    assert checkpoint.read_resume_record(str(folder)) is None  # attempt 1: nothing to say
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "1")
+    assert checkpoint.resume(model, optimizer, quiet=True) == 0  # restarted with no checkpoint
+    assert checkpoint.read_resume_record(str(folder)) == {"job": "train-x", "attempt": 1, "step": 0}
+    checkpoint.save(model, optimizer, 500)
+    monkeypatch.setenv("PADDLECLOUD_RESTART", "2")
+    monkeypatch.setenv("PADDLE_TRAINER_ID", "1")  # another rank: writes nothing
+    assert checkpoint.resume(model, optimizer, quiet=True) == 500
+    assert checkpoint.read_resume_record(str(folder))["attempt"] == 1
+    monkeypatch.setenv("PADDLE_TRAINER_ID", "0")
+    assert checkpoint.resume(model, optimizer, quiet=True) == 500
+    record = checkpoint.read_resume_record(str(folder))
+    assert record == {"job": "train-x", "attempt": 2, "step": 500}
+    assert checkpoint.resumed_step(record, "train-x", 3) == 500  # Job.attempt counts from 1
+    assert checkpoint.resumed_step(record, "train-x", 2) is None  # attempt 3 has not resumed yet
+    assert checkpoint.resumed_step(record, "other", 3) is None
+    assert [c.step for c in checkpoint.checkpoints()] == [500] and sorted(os.listdir(folder)) == [
+        "resumed.json", "step-000000500.pdckpt"]
+
+
+@pytest.mark.parametrize("record", [None, {}, {"job": "a", "attempt": True, "step": 5},
+                                    {"job": "a", "attempt": 1, "step": -5}, {"job": "a", "attempt": "1", "step": 5},
+                                    {"job": "a", "attempt": 1}])
+def test_a_resume_record_that_is_not_one_gives_no_step(record):
+    assert checkpoint.resumed_step(record, "a", 2) is None
+
+
+def test_a_resume_record_is_read_only_as_a_small_regular_file(tmp_path):
+    """The folder is the user's: a link, a FIFO (which would block a reader), a huge or broken
+    file gives no record, never an error or a hang."""
+    record = tmp_path / checkpoint.RESUME_RECORD
+    assert checkpoint.read_resume_record(str(tmp_path)) is None
+    (tmp_path / "elsewhere.json").write_text('{"job": "a", "attempt": 1, "step": 5}')
+    record.symlink_to(tmp_path / "elsewhere.json")
+    assert checkpoint.read_resume_record(str(tmp_path)) is None
+    record.unlink()
+    os.mkfifo(record)
+    assert checkpoint.read_resume_record(str(tmp_path)) is None
+    record.unlink()
+    record.write_text("not json")
+    assert checkpoint.read_resume_record(str(tmp_path)) is None
+    record.write_text("[1, 2]")
+    assert checkpoint.read_resume_record(str(tmp_path)) is None
+    record.write_text('{"job": "a", "attempt": 1, "step": 5}' + " " * 5000)
+    assert checkpoint.read_resume_record(str(tmp_path)) is None
+    record.write_text('{"job": "a", "attempt": 1, "step": 5}')
+    assert checkpoint.read_resume_record(str(tmp_path)) == {"job": "a", "attempt": 1, "step": 5}
+
+
 def test_the_attempt_after_a_checkpoint_counts_only_this_jobs_own():
     assert checkpoint.attempt_after({"attempt": 0, "job": "a"}, "a", 0) == 1
     assert checkpoint.attempt_after({"attempt": 0, "job": "a"}, "a", 3) == 3  # failures counted past it

@@ -10,6 +10,7 @@ from paddle_ext.backends import kubernetes_queue as kq
 from paddle_ext.backends.kubernetes_queue import KueueView
 from paddle_ext.backends.kubernetes_status import job_from_objects
 from paddle_ext.jobs import Phase
+from paddle_ext.timestamps import clock
 
 CQ = "paddlecloud-team-vision"
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -258,6 +259,7 @@ def test_a_preempted_job_is_read_as_requeued_with_why_and_a_readmitted_one_keeps
     job = job_from_objects(suspended_job("mine"), [], [], kueue=view(preempted("mine", count=1)))
     assert (job.phase, job.requeues, job.restarts, job.attempt) == (Phase.QUEUED, 2, 0, 3)
     assert job.last_restart_reason == "preempted: team audio reclaimed its GPUs"  # no "; requeued": it is the cause
+    assert job.last_restart_at == at(-30) and job.attempt_line().endswith(f"GPUs at {clock(at(-30))}")
     running = suspended_job("mine")
     running["spec"]["suspend"] = False
     readmitted = preempted("mine", count=1)
@@ -265,6 +267,7 @@ def test_a_preempted_job_is_read_as_requeued_with_why_and_a_readmitted_one_keeps
     job = job_from_objects(running, [], [], kueue=view(readmitted))
     assert (job.requeues, job.attempt) == (2, 3)
     assert job.attempt_line() == "attempt 3 of 3"  # a Workload that no longer says why
+    assert job.last_restart_at is None  # readmitted: Kueue's conditions carry the readmission's time
     assert job_from_objects(running, [], []).requeues == 0  # no Workload read: none known
 
 

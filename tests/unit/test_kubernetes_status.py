@@ -321,7 +321,8 @@ def test_restarts_are_counted_from_the_replaced_pods_and_the_cause_is_the_lost_w
     assert (result.phase, result.restarts, result.attempt) == ("Running", 1, 2)
     assert result.last_restart_reason == "worker 1 was killed by signal 9"
     assert result.to_dict()["max_restarts"] == 2 and result.attempt_line() == (
-        "attempt 2 of 3: worker 1 was killed by signal 9")
+        "attempt 2 of 3: worker 1 was killed by signal 9 at 00:02 UTC")  # when the cause's container ended
+    assert result.last_restart_at == "2026-01-01T00:02:00Z" == result.to_dict()["last_restart_at"]
     assert [w.phase for w in result.worker_states] == ["Running", "Running"]  # the newest pods
 
 
@@ -375,6 +376,7 @@ def test_a_deleted_worker_pod_that_is_gone_is_named_by_the_kubelets_killing_even
                "involvedObject": {"kind": "Pod", "name": "j-1-abcde"}}
     result = job_from_objects(make_job(max_restarts=2), pods, [killing])
     assert (result.restarts, result.last_restart_reason) == (1, "worker 1 was stopped: its pod was deleted")
+    assert result.last_restart_at == "2026-01-01T00:02:00Z"  # the event's time: the pod that said it is gone
     assert job_from_objects(make_job(max_restarts=2), pods, []).last_restart_reason == (
         "worker 0 stopped because a peer worker was lost")  # without the event: what is known
 

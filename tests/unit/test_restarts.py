@@ -1,5 +1,7 @@
 """The restart rule (paddle_ext.restarts): which exits are retried, what a restart says."""
 
+import dataclasses
+
 import pytest
 
 from paddle_ext.restarts import (PEER_LOST_EXIT_CODE, USER_EXIT_CODES, decide, exit_cause, failure_message,
@@ -85,3 +87,37 @@ def test_a_requeue_is_an_attempt_the_job_did_not_spend_a_restart_on():
                last_restart_reason="worker 1 was killed by signal 9")
     assert both.attempt_line() == "attempt 3 of 4: worker 1 was killed by signal 9"
     assert Job(name="a", phase=Phase.RUNNING, workers=2, spec={"max_restarts": 2}).attempt_line() == ""
+
+
+def test_the_attempt_line_says_when_the_restart_happened_and_the_step_resumed_from():
+    from paddle_ext.jobs import Job, Phase
+
+    job = Job(name="a", phase=Phase.RUNNING, workers=2, spec={"max_restarts": 3}, restarts=1,
+              last_restart_reason="worker 1 was evicted or preempted", last_restart_at="2026-12-03T14:02:41Z",
+              resumed_from_step=500)
+    assert job.attempt_line() == "attempt 2 of 4: worker 1 was evicted or preempted at 14:02 UTC; resumed from step 500"
+    assert (job.to_dict()["last_restart_at"], job.to_dict()["resumed_from_step"]) == ("2026-12-03T14:02:41Z", 500)
+    fresh = dataclasses.replace(job, last_restart_at=None, resumed_from_step=0)
+    assert fresh.attempt_line() == ("attempt 2 of 4: worker 1 was evicted or preempted; "
+                                    "no checkpoint, started again from step 0")
+    assert dataclasses.replace(job, last_restart_at="+02:00 tomorrow").attempt_line().startswith(
+        "attempt 2 of 4: worker 1 was evicted or preempted at +02:00 tomorrow;")  # not a time: said as it is
+    assert dataclasses.replace(job, last_restart_at="2026-12-03T15:02:41+01:00").attempt_line() == job.attempt_line()
+
+
+def test_a_backend_reads_the_step_resumed_from_only_from_kept_outputs_in_its_folder(tmp_path):
+    from paddle_ext import checkpoint
+    from paddle_ext.backends.base import with_resume
+    from paddle_ext.jobs import Job, Phase, outputs_record
+
+    outputs = tmp_path / "workspace" / "paddlecloud-outputs" / "a"
+    (outputs / checkpoint.FOLDER).mkdir(parents=True)
+    (outputs / checkpoint.FOLDER / checkpoint.RESUME_RECORD).write_text('{"job": "a", "attempt": 1, "step": 40}')
+    job = Job(name="a", phase=Phase.RUNNING, workers=1, spec={"max_restarts": 1}, restarts=1,
+              outputs=outputs_record(str(outputs), kept=True))
+    assert with_resume(job).resumed_from_step == 40
+    assert with_resume(job, str(tmp_path / "workspace")).resumed_from_step == 40
+    assert with_resume(job, str(tmp_path / "elsewhere")) is job  # a path the job's annotation names, outside
+    assert with_resume(dataclasses.replace(job, restarts=0)) == dataclasses.replace(job, restarts=0)  # attempt 1
+    assert with_resume(dataclasses.replace(job, outputs=outputs_record(str(outputs), kept=False))).resumed_from_step is None
+    assert with_resume(dataclasses.replace(job, restarts=2)).resumed_from_step is None  # attempt 3 not resumed yet
