@@ -68,10 +68,6 @@ def attempts(own_pods: list[dict], copies: list[LogCopy]) -> list[dict | LogCopy
     return sorted([*own_pods, *gone], key=lambda item: item.started if isinstance(item, LogCopy) else _start_key(item))
 
 
-def _attempt_id(item: dict | LogCopy) -> str:
-    return item.pod if isinstance(item, LogCopy) else item["metadata"]["uid"]
-
-
 # ---------------------------------------------------------------- reading the copies (I/O)
 
 def _open_copy_folder(outputs_path: str, index: int) -> int:
