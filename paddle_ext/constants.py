@@ -89,6 +89,13 @@ JOB_NAME_ENV = "PADDLECLOUD_JOB_NAME"
 OUTPUT_DIR_ENV = "PADDLECLOUD_OUTPUT_DIR"
 # Which attempt of the job a worker runs in: 0 first, 1 after the first restart, ...
 RESTART_ENV = "PADDLECLOUD_RESTART"
+# Where a worker keeps a copy of its container's output, one file per pod
+# (paddle_ext.trainer_logs.OutputCopy): set only when the job's outputs are kept, to
+# <outputs>/LOG_COPY_FOLDER/worker-<I>, so a deleted pod's log is still there to read.
+LOG_COPY_DIR_ENV = "PADDLECLOUD_LOG_COPY_DIR"
+POD_UID_ENV = "PADDLECLOUD_POD_UID"  # the worker's pod, which names its copy (downward API)
+WORKER_INDEX_ENV = "PADDLECLOUD_WORKER_INDEX"  # a worker's index on Kubernetes, whatever the job's kind
+LOG_COPY_FOLDER = "logs"
 # A shared (ReadWriteMany) workspace that notebooks and jobs both mount, set by the hub:
 WORKSPACE_CLAIM_ENV = "PADDLECLOUD_WORKSPACE_CLAIM"
 WORKSPACE_MOUNT_ENV = "PADDLECLOUD_WORKSPACE_MOUNT"

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from .constants import (BACKEND_CONFIG_ENV, BACKEND_ENV, DATASET_ENV_PREFIX, DATASETS_ENV, HOME_ENV, IMAGES_ENV,
-                        JOB_NAME_ENV, KUEUE_ENV, NAMESPACE_TEMPLATE_ENV, OBJECT_QUOTA_ENV, OUTPUT_DIR_ENV,
+                        JOB_NAME_ENV, KUEUE_ENV, LOG_COPY_DIR_ENV, NAMESPACE_TEMPLATE_ENV, OBJECT_QUOTA_ENV, OUTPUT_DIR_ENV,
                         QUOTA_FILE_ENV, QUOTA_STORE_ENV, RESTART_ENV, SERVER_BASE_URL_ENV, SERVER_ROOT_ENV,
                         SITE_DEFAULT_QUOTA_ENV, USER_GROUPS_ENV, WORKSPACE_CLAIM_ENV, WORKSPACE_MOUNT_ENV)
+from .constants import POD_UID_ENV, WORKER_INDEX_ENV
 
 # Who reads a variable (the `read_by` of each row).
 CLI_AND_API = "notebook side (CLI, Python API, server extension)"
@@ -94,6 +95,14 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(OUTPUT_DIR_ENV, JOBS, "The folder a job keeps its outputs and checkpoints in; set in every worker."),
     EnvVar(RESTART_ENV, JOBS, "Which attempt of the job a worker runs: 0 first, 1 after the first restart, ...; "
            "set in every worker.", "0"),
+    EnvVar(WORKER_INDEX_ENV, JOBS, "The worker's index (0 first) on Kubernetes, either job kind; set where the "
+           "job's outputs are kept."),
+    EnvVar(POD_UID_ENV, JOBS, "The worker's pod (its uid) on Kubernetes; names the copy of its log. Set where the "
+           "job's outputs are kept."),
+    EnvVar(LOG_COPY_DIR_ENV, JOBS, "Where the worker keeps a copy of each of its pods' output "
+           "(<outputs>/logs/worker-<I>/<start>-<pod uid>.log), so that the log of a deleted or preempted pod can "
+           "still be read; set on Kubernetes where the job's outputs are kept, and taken out of the environment "
+           "your script sees."),
     EnvVar(DATASET_ENV_PREFIX + "<NAME>", JOBS, "Where a local job finds dataset <NAME> (upper-cased, '-' as "
            "'_'); set by the local backend for each dataset the job mounts."),
     # ------------------------------------------------ the hub

@@ -16,8 +16,9 @@ from typing import Any
 from .constants import (COMPLETION_INDEX_ENV, COMPLETION_INDEX_LABEL, CONTAINER_NAME, DEFAULT_JOB_KIND, GPU_RESOURCE,
                         JOB_LABEL, JOB_NAME_ENV, KIND_LABEL, KUEUE_MAX_EXEC_LABEL, KUEUE_QUEUE_LABEL, MANAGED_BY, MANAGED_BY_LABEL,
                         MASTER_PORT, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, USER_LABEL)
-from .constants import (INDEX_FAILURE_COUNT_ANNOTATION, MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES, RESTART_ENV,
-                        RUN_AS_GROUP, RUN_AS_USER)
+from .constants import (INDEX_FAILURE_COUNT_ANNOTATION, KUBEFLOW_INDEX_LABEL, LOG_COPY_DIR_ENV, LOG_COPY_FOLDER,
+                        MAX_UNPACKED_BYTES, MAX_UNPACKED_FILES, POD_UID_ENV, RESTART_ENV, RUN_AS_GROUP, RUN_AS_USER,
+                        WORKER_INDEX_ENV)
 from .restarts import USER_EXIT_CODES
 from .jobs import outputs_record
 from .launch import launch_argv, trainers_per_worker
@@ -240,6 +241,12 @@ def outputs(spec: JobSpec, settings: ManifestSettings) -> dict:
     return outputs_record(f"{UNKEPT_OUTPUTS}/{spec.name}", kept=False, note=note)
 
 
+def log_copy_dir(outputs_path: str, index: str) -> str:
+    """Where worker `index` keeps a copy of each of its pods' output, beside the job's kept
+    outputs (paddle_ext.trainer_logs.OutputCopy writes them, the backend's log reader reads them)."""
+    return f"{outputs_path.rstrip('/')}/{LOG_COPY_FOLDER}/worker-{index}"
+
+
 def code_configmap(spec: JobSpec, settings: ManifestSettings, archive_base64: str) -> dict:
     """The job's code, immutable; the backend makes the job its owner."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
@@ -282,9 +289,25 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
     return volumes, mounts, init
 
 
+def _field(path: str) -> dict:
+    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def log_copy_env(spec: JobSpec, settings: ManifestSettings, index_label: str) -> list[dict]:
+    """Where the job's outputs are kept: what makes each worker keep a copy of its pod's output
+    there, so that the log of a deleted pod (a preemption, a requeue) can still be read."""
+    kept = outputs(spec, settings)
+    if not kept["kept"]:
+        return []
+    return [{"name": WORKER_INDEX_ENV, **_field(f"metadata.labels['{index_label}']")},
+            {"name": POD_UID_ENV, **_field("metadata.uid")},
+            {"name": LOG_COPY_DIR_ENV, "value": log_copy_dir(literal(kept["path"]), f"$({WORKER_INDEX_ENV})")}]
+
+
 def _env(spec: JobSpec, settings: ManifestSettings, with_index: bool) -> list[dict]:
     env = [{"name": JOB_NAME_ENV, "value": spec.name}, {"name": "PYTHONUNBUFFERED", "value": "1"},
            {"name": OUTPUT_DIR_ENV, "value": literal(outputs(spec, settings)["path"])}]
+    env += log_copy_env(spec, settings, COMPLETION_INDEX_LABEL if with_index else KUBEFLOW_INDEX_LABEL)
     if with_index:
         # Declared explicitly so "$(JOB_COMPLETION_INDEX)" expands in the command.
         env.append({"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {

@@ -11,6 +11,11 @@ trainers. The launcher is still what runs the trainers (its environment, rendezv
 restarts); only its copy of their output is left out (its standard output), its own
 messages (standard error) are kept.
 
+Where the job's outputs are kept, the worker's first process of ours also keeps a copy of
+the container's whole output (`OutputCopy`): one file per pod under LOG_COPY_DIR_ENV, so
+that an attempt whose pod is deleted (a preemption, a requeue) still has its log
+(paddle_ext.backends.kubernetes_logs reads them).
+
 Pure standard library and no other module of the package, so that a worker that has
 only this file can run it: on Kubernetes each worker's container runs this very source as
 `python -c SOURCE LOG_DIR RANKS -- python -m paddle.distributed.launch ...`
@@ -24,15 +29,20 @@ import ctypes
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 TRAINER_LOG = "workerlog.{rank}"  # paddle.distributed.launch's collective controller
 LOCAL_RANK_PREFIX = "[local-rank-{rank}] "  # = paddle_ext.constants.LOCAL_RANK_PREFIX (this file runs standalone)
 READ_SIZE = 1 << 20
 IDLE_CHECK_SECONDS = 0.5  # inotify wakes us; this bounds a missed event (a queue overflow)
 POLL_SECONDS = 0.02  # without inotify
+LOG_COPY_DIR_ENV = "PADDLECLOUD_LOG_COPY_DIR"  # = paddle_ext.constants.LOG_COPY_DIR_ENV
+POD_UID_ENV = "PADDLECLOUD_POD_UID"  # = paddle_ext.constants.POD_UID_ENV
+COPY_DRAIN_SECONDS = 10.0  # at the end, for what is still in the copy's pipe
 
 _IN_MODIFY, _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x8, 0x80, 0x100
 
@@ -172,6 +182,84 @@ class TrainerLogRelay:
         os.close(self._wake_w)
 
 
+def copy_file_name(started: float, pod: str) -> str:
+    """'20261203T165118.123456Z-<pod>.log': the copy of one pod's output, named so that the
+    copies sort by when their workers started (paddle_ext.backends.kubernetes_logs parses it)."""
+    micros = int(started * 1_000_000) % 1_000_000
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(started))}.{micros:06d}Z-{pod}.log"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
+
+
+class OutputCopy:
+    """Our standard output and error (and so our children's) become one pipe, whose every
+    piece goes on, as soon as it is read, to the container's standard output and to the file
+    `folder`/copy_file_name(now, pod): the file holds the very lines the container's log
+    does. Where the file cannot be made or written, this says so once on standard error and
+    goes on without it: the copy never fails the job. `stop()`, once our children have
+    ended, passes on what is left and gives back the original outputs."""
+
+    def __init__(self, folder: str, pod: str):
+        self.file: int | None = os.open(os.path.join(folder, copy_file_name(time.time(), pod)),
+                            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.out, self.err = os.dup(1), os.dup(2)
+        self._read, write = os.pipe()
+        os.dup2(write, 1)
+        os.dup2(write, 2)
+        os.close(write)
+        self._thread = threading.Thread(target=self._run, name="output-copy", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_environment(cls) -> OutputCopy | None:
+        """The copy LOG_COPY_DIR_ENV asks for, or None. Takes the variable out of our
+        environment: our children's output is in our copy already."""
+        folder = os.environ.pop(LOG_COPY_DIR_ENV, "")
+        if not folder:
+            return None
+        pod = os.environ.get(POD_UID_ENV) or socket.gethostname()
+        try:
+            os.makedirs(folder, exist_ok=True)
+            return cls(folder, pod)
+        except OSError as exc:
+            print(f"paddlecloud: not keeping a copy of this worker's log in {folder}: {exc.strerror or exc}",
+                  file=sys.stderr, flush=True)
+            return None
+
+    def _run(self) -> None:
+        while data := os.read(self._read, READ_SIZE):
+            try:
+                _write_all(self.out, data)
+            except OSError:
+                pass  # the container's output is gone; the copy goes on
+            if self.file is not None:
+                try:
+                    _write_all(self.file, data)
+                except OSError as exc:
+                    os.write(self.err, f"paddlecloud: stopped copying this worker's log: {exc.strerror or exc}\n"
+                             .encode())
+                    os.close(self.file)
+                    self.file = None
+
+    def stop(self) -> None:
+        """Give back the original outputs and pass on what is left in the pipe (for at most
+        COPY_DRAIN_SECONDS: a process of the job's own may still hold it)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.out, 1)
+        os.dup2(self.err, 2)
+        self._thread.join(COPY_DRAIN_SECONDS)
+        if not self._thread.is_alive():
+            os.close(self._read)
+            if self.file is not None:
+                os.close(self.file)
+
+
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -191,18 +279,23 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
 
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, forward)
+    copy = OutputCopy.from_environment()
     relay = TrainerLogRelay(log_dir, ranks, sys.stdout.fileno())
     try:
         children.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
     except OSError as exc:
         relay.stop()
         print(f"paddlecloud: could not start {argv[0]}: {exc}", file=sys.stderr, flush=True)
+        if copy is not None:
+            copy.stop()
         return 127
     relay.start()  # (after the fork: nothing of ours runs in another thread while it happens)
     for received in early:
         children[0].send_signal(received)
     code = children[0].wait()
     relay.stop()
+    if copy is not None:
+        copy.stop()
     return code if code >= 0 else 128 - code
 
 

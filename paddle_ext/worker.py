@@ -17,6 +17,10 @@ PEER_LOST_EXIT_CODE, which the job's podFailurePolicy counts as a restart
 A worker that ends keeps answering ("done" or "failed") for LINGER_SECONDS, so its peers
 see it finished rather than lost. On SIGTERM (its pod is deleted, evicted or preempted) it
 stops answering first, then stops the launcher, and exits 128 + 15.
+
+Where the job's outputs are kept (LOG_COPY_DIR_ENV is set), the worker keeps a copy of the
+container's whole output, its own lines included, to its last line on SIGTERM too
+(paddle_ext.trainer_logs.OutputCopy).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import threading
 import time
 
 from .restarts import PEER_LOST_EXIT_CODE, USER_EXIT_CODES
+from .trainer_logs import OutputCopy
 
 CHECK_SECONDS = 3.0  # between looks at the peers
 CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
@@ -48,6 +53,7 @@ class Worker:
         self.seen: dict[int, str] = {}  # peer -> its token, once seen running
         self.lost: int | None = None
         self.child: subprocess.Popen | None = None
+        self.copy: OutputCopy | None = None
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("", port))
@@ -137,10 +143,23 @@ class Worker:
         self.close()  # peers see us gone before our trainers stop
         self.stopping.set()
         self.stop_child()
+        self.stop_copy()
         os._exit(SIGTERM_EXIT_CODE)
+
+    def stop_copy(self) -> None:
+        copy, self.copy = self.copy, None  # once, whether SIGTERM or the end comes first
+        if copy is not None:
+            copy.stop()
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_sigterm)
+        self.copy = OutputCopy.from_environment()
+        try:
+            return self.supervise()
+        finally:
+            self.stop_copy()
+
+    def supervise(self) -> int:
         threading.Thread(target=self.serve, daemon=True).start()
         watcher = threading.Thread(target=self.watch, daemon=True)
         self.child = subprocess.Popen(self.argv)

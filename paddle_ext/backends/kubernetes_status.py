@@ -54,20 +54,29 @@ def pod_attempt(pod: dict) -> int | None:
     return int(count) if isinstance(count, str) and count.isascii() and count.isdigit() and len(count) <= 6 else None
 
 
-def log_marker(job: Job, pods: list[dict], pod: dict, shown_before: bool) -> str | None:
+REPLACED_MARKER = "--- the worker's pod was replaced; its replacement's log follows ---"
+
+
+def log_marker(job: Job, pods: list[dict], pod: dict, shown_before: bool, after_gone: bool = False) -> str | None:
     """The line a worker's log gets before the log of `pod`, one of the job's `pods`: where a
     restart began ('--- attempt 2 of 3: worker 1 was killed by signal 9; restarting ---', as on
-    the embedded default), or where Kubernetes replaced the worker's pod without counting a
-    restart (an eviction). None before the first attempt's log. `shown_before`: an earlier pod
-    of this worker has been shown (it may be gone since)."""
+    the embedded default), where a requeue did (the queue preempted the job: its pods were
+    deleted), or where Kubernetes replaced the worker's pod without counting a restart (an
+    eviction). None before the first attempt's log. `shown_before`: an earlier pod of this
+    worker has been shown (it may be gone since); `after_gone`: the attempt just before this
+    pod's is one whose pod is gone (its log read from the copy its worker kept)."""
     attempt = pod_attempt(pod)
     created = pod["metadata"].get("creationTimestamp") or ""
     index = worker_index(pod)
-    earlier = [other for other in worker_pods(pods, index) if (other["metadata"].get("creationTimestamp") or "") < created]
+    own = worker_pods(pods, index)
+    if after_gone and job.requeues and own and own[-1] is pod:  # the attempt the requeue began
+        return restart_marker(job.attempt - 1, job.max_restarts + job.requeues,
+                              job.last_restart_reason or "requeued by the queue")
+    earlier = [other for other in own if (other["metadata"].get("creationTimestamp") or "") < created]
     if earlier and pod_attempt(earlier[-1]) == attempt:
         return f"--- the worker's pod {_ended_how(earlier[-1])}; its replacement's log follows ---"
     if not attempt:
-        return "--- the worker's pod was replaced; its replacement's log follows ---" if shown_before else None
+        return REPLACED_MARKER if shown_before else None
     ended = [(worker_index(other), other) for other in pods if pod_attempt(other) == attempt - 1 and _terminated(other)]
     # the worker that caused the restart, not one that stopped for a lost peer
     roots = [(i, other) for i, other in ended if i is not None and not _stopped_for_lost_peer(other)]

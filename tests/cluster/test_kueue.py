@@ -821,14 +821,25 @@ async def test_a_borrowing_paddle_job_preempted_by_the_lending_team_resumes_from
         old = {p.metadata.uid for p in first}
         pods = job_pods(core_v1, borrower_ns, name)
         assert len(pods) == 2 and not {p.metadata.uid for p in pods} & old, [p.metadata.name for p in pods]
-        lines = [line async for line in borrower.logs(name)]  # attempt 2's: attempt 1's went with its pods
+        # Every attempt's log: attempt 1's pods are gone, but each worker kept a copy of its log
+        # beside the job's outputs on the workspace; each line once, the requeue marked between.
+        lines = [line async for line in borrower.logs(name)]
+        marker = f"--- attempt 2 of 3: preempted: {lender_team} reclaimed its capacity; restarting ---"
         for rank in (0, 1):
-            resumed = f"[worker-{rank}] paddlecloud: resumed from checkpoint at step 10 ("
+            own = [line.removeprefix(f"[worker-{rank}] ") for line in lines if line.startswith(f"[worker-{rank}] ")]
+            started, epoch_1, paused_at, marked, resumed, epoch_2, done = (
+                [number for number, line in enumerate(own) if line.startswith(text)] for text in (
+                    f"rank {rank}: started", f"rank {rank}: epoch 1/2 step 10 loss", f"rank {rank}: paused at step 10",
+                    marker, "paddlecloud: resumed from checkpoint at step 10 (", f"rank {rank}: epoch 2/2 step 20 loss",
+                    f"rank {rank}: done"))
+            assert [len(found) for found in (epoch_1, paused_at, marked, resumed, epoch_2, done)] == [1] * 6, own
+            assert len(started) == 2, own  # once in each attempt
+            assert started[0] < epoch_1[0] < paused_at[0] < marked[0] < started[1] < epoch_2[0] < done[0], own
             # the attempt read from the checkpoint: a requeue is no failure, $PADDLECLOUD_RESTART stays 0
-            assert any(line.startswith(resumed) and line.endswith("), attempt 2") for line in lines), lines[-30:]
-            assert any(line.startswith(f"[worker-{rank}] rank {rank}: epoch 2/2 step 20 loss") for line in lines)
-            assert f"[worker-{rank}] rank {rank}: done" in lines, lines[-30:]
-        assert not [line for line in lines if "epoch 1/2" in line or "starting from step 0" in line], lines
+            assert marked[0] < resumed[0] and own[resumed[0]].endswith("), attempt 2"), own
+        copies = os.path.join(job.outputs["path"], "logs")
+        assert sorted(os.listdir(copies)) == ["worker-0", "worker-1"], os.listdir(copies)
+        assert all(len(os.listdir(os.path.join(copies, worker))) == 2 for worker in ("worker-0", "worker-1"))
         assert os.path.exists(os.path.join(job.outputs["path"], "final.pdparams"))
     finally:
         for jobs, job_name in ((borrower, name), (lender, "reclaims")):

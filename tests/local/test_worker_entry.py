@@ -97,3 +97,40 @@ def test_the_users_own_error_passes_through(pair_of):
     assert pair.wait(1) == 1
     pair.gates[0].touch()
     assert pair.wait(0) == 0
+
+
+LAST_WORDS = """
+import signal, sys, time
+def stop(*_):
+    print("stopping: last words", flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+print("step 1", flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_worker_keeps_a_copy_of_its_output_to_its_last_line_on_sigterm(tmp_path):
+    """Where outputs are kept: its pod deleted (a preemption), the copy still has every line,
+    the worker's own included, as the container's output had them."""
+    copies = tmp_path / "logs" / "worker-0"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PADDLECLOUD_LOG_COPY_DIR": str(copies),
+           "PADDLECLOUD_POD_UID": "uid-0"}
+    proc = subprocess.Popen([sys.executable, "-m", "paddle_ext.worker", "--index", "0", "--workers", "1",
+                             "--peer", "127.0.0.1", "--port", str(free_port()), "--",
+                             sys.executable, "-c", LAST_WORDS], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, text=True)
+    try:
+        out = ""
+        while "to stderr\n" not in out:  # (pytest-timeout bounds it)
+            out += proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and err == "", err
+    assert out + rest == "step 1\nto stderr\nstopping: last words\n"
+    [name] = os.listdir(copies)
+    assert name.endswith("-uid-0.log") and (copies / name).read_text() == out + rest

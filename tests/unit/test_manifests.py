@@ -165,6 +165,26 @@ def test_a_job_from_a_folder_on_the_shared_workspace_runs_there_and_keeps_its_ou
                                                     workspace_mount="/home/jovyan"))
 
 
+@pytest.mark.parametrize("kind, index_label", [("job", "batch.kubernetes.io/job-completion-index"),
+                                               ("paddlejob", "training.kubeflow.org/replica-index")])
+def test_where_outputs_are_kept_each_worker_keeps_a_copy_of_its_pods_log_beside_them(kind, index_label):
+    spec = JobSpec(name="tiny", command=["python", "my_train.py"])
+    kept = settings(kind=kind, workdir="/home/jovyan/project", workspace=HOME, workspace_mount="/home/jovyan")
+    template = job_objects(spec, kept)[-1]["spec"]
+    template = template.get("template") or template["paddleReplicaSpecs"]["Worker"]["template"]
+    env = template["spec"]["containers"][0]["env"]
+    assert [e for e in env if e["name"] in ("PADDLECLOUD_WORKER_INDEX", "PADDLECLOUD_POD_UID",
+                                            "PADDLECLOUD_LOG_COPY_DIR")] == [
+        {"name": "PADDLECLOUD_WORKER_INDEX", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{index_label}']"}}},
+        {"name": "PADDLECLOUD_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "PADDLECLOUD_LOG_COPY_DIR",
+         "value": "/home/jovyan/project/paddlecloud-outputs/tiny/logs/worker-$(PADDLECLOUD_WORKER_INDEX)"}]
+    # Outputs that go with the pods: no copy (its log would go with them too).
+    unkept = job_objects(spec, settings(kind=kind, workdir="/home/jovyan/project", code_configmap="tiny-code"))[-1]
+    unkept = unkept["spec"].get("template") or unkept["spec"]["paddleReplicaSpecs"]["Worker"]["template"]
+    assert not [e for e in unkept["spec"]["containers"][0]["env"] if e["name"] == "PADDLECLOUD_LOG_COPY_DIR"]
+
+
 @pytest.mark.parametrize("spec", [JobSpec(name="tiny", command=["python", "t.py"]), big_spec(),
                                   JobSpec(name="again", command=["python", "t.py"], workers=2, max_restarts=3)])
 @pytest.mark.parametrize("folder", [{}, {"workdir": "/home/jovyan/p", "code_configmap": "x-code"},

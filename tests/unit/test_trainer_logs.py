@@ -162,3 +162,84 @@ async def test_without_inotify_the_follower_waits_its_interval():
     watch = DirectoryWatch("/nonexistent-folder-for-this-test")  # no watch can be added
     assert watch.fd is None
     assert await written(watch, 0.01) is False
+
+
+# ---------------------------------------------------------------- the copy of a worker's output
+
+COPYING_LAUNCHER = """
+import os, signal, sys, time
+def stop(*_):
+    print("LAUNCH INFO stopping: last words", file=sys.stderr, flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+print("LAUNCH INFO own message", file=sys.stderr, flush=True)
+print("copy asked of me:", os.environ.get("PADDLECLOUD_LOG_COPY_DIR"), file=sys.stderr, flush=True)
+with open(os.path.join(sys.argv[1], "workerlog.0"), "a") as f:
+    f.write("trainer line\\n")
+while True:
+    time.sleep(1)
+"""
+
+
+def run_relay_with_copy(tmp_path, copy_dir):
+    """The container program with a copy asked for in `copy_dir`, stopped once its trainer's
+    line is out: (exit code, standard output, standard error)."""
+    import signal
+    import subprocess
+    import sys
+
+    from paddle_ext.manifests import program
+
+    log_dir = tmp_path / "launch"
+    env = {**os.environ, "PADDLECLOUD_LOG_COPY_DIR": str(copy_dir), "PADDLECLOUD_POD_UID": "pod-uid-1"}
+    proc = subprocess.Popen([sys.executable, "-c", program("trainer_logs"), str(log_dir), "1", "--",
+                             sys.executable, "-c", COPYING_LAUNCHER, str(log_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out = ""
+        while "trainer line\n" not in out:  # (pytest-timeout bounds it)
+            out += proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return proc.returncode, out + rest, err
+
+
+def test_the_container_program_keeps_a_copy_of_all_its_output_to_the_last_line(tmp_path):
+    from paddle_ext.backends.kubernetes_logs import parse_copy_name
+
+    code, out, err = run_relay_with_copy(tmp_path, tmp_path / "logs" / "worker-0")
+    assert code == 3 and err == "", err
+    # everything the container prints, the launcher's messages too, in one output and its copy
+    assert out == ("LAUNCH INFO own message\ncopy asked of me: None\ntrainer line\n"
+                   "LAUNCH INFO stopping: last words\n")
+    [name] = os.listdir(tmp_path / "logs" / "worker-0")
+    assert parse_copy_name(name).pod == "pod-uid-1"
+    assert (tmp_path / "logs" / "worker-0" / name).read_text() == out
+
+
+def test_a_copy_that_cannot_be_kept_is_said_once_and_the_job_runs_on(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    code, out, err = run_relay_with_copy(tmp_path, tmp_path / "a-file" / "worker-0")
+    assert code == 3
+    assert err.startswith(f"paddlecloud: not keeping a copy of this worker's log in {tmp_path}/a-file/worker-0: ")
+    assert err.count("paddlecloud:") == 1 and "LAUNCH INFO stopping: last words" in err
+    assert out == "trainer line\n"
+
+
+def test_a_copys_name_sorts_by_its_workers_start_and_names_its_pod():
+    from paddle_ext.backends.kubernetes_logs import parse_copy_name
+    from paddle_ext.trainer_logs import copy_file_name
+
+    name = copy_file_name(1_800_000_000.25, "0f1e2d3c-aaaa-bbbb-cccc-111122223333")
+    assert name == "20270115T080000.250000Z-0f1e2d3c-aaaa-bbbb-cccc-111122223333.log"
+    assert parse_copy_name(name).started == "20270115T080000.250000Z"
+    assert copy_file_name(1_800_000_000.25, "x") < copy_file_name(1_800_000_001.0, "a")
+
+
+def test_the_standalone_copy_of_the_environment_names_is_the_packages():
+    from paddle_ext import constants, trainer_logs
+
+    assert (trainer_logs.LOG_COPY_DIR_ENV, trainer_logs.POD_UID_ENV) == (constants.LOG_COPY_DIR_ENV,
+                                                                          constants.POD_UID_ENV)
