@@ -142,11 +142,7 @@ class Worker:
         self.state = "stopping"
         self.close()  # peers see us gone before our trainers stop
         self.stopping.set()
-        if self.child is not None and self.child.returncode is None:
-            # Not stop_child(): this handler runs on the main thread, which may be inside
-            # self.child.wait(), holding Popen's wait lock; a second wait here could never take
-            # it and would sit out STOP_SECONDS however soon the launcher ended.
-            stop_process(self.child.pid, STOP_SECONDS)
+        self.stop_child()
         self.stop_copy()
         os._exit(SIGTERM_EXIT_CODE)
 
@@ -180,28 +176,6 @@ class Worker:
         time.sleep(LINGER_SECONDS)  # peers see us finished, not lost
         self.close()
         return code if code >= 0 else 128 - code
-
-
-def stop_process(pid: int, seconds: float) -> None:
-    """SIGTERM to our child `pid`, and SIGKILL if it has not ended `seconds` later; reaped
-    with waitpid itself, not through its Popen."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                return
-        except ChildProcessError:  # reaped already
-            return
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
-        pass
 
 
 def parse(args: list[str]) -> tuple[dict, list[str]]:
