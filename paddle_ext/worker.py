@@ -139,6 +139,11 @@ class Worker:
                 self.child.kill()
 
     def on_sigterm(self, _signum, _frame) -> None:
+        # Known: stop_child() here waits through the launcher's Popen while the interrupted main
+        # thread holds its wait lock, so this always sits out STOP_SECONDS. Ending at once
+        # instead was tried: the pod's replacement then started while a peer's old pod still
+        # hosted the launcher's rendezvous, and the restart failed. A quick stop needs a new
+        # worker to wait for its peers' new attempt before starting its launcher first.
         self.state = "stopping"
         self.close()  # peers see us gone before our trainers stop
         self.stopping.set()
