@@ -121,11 +121,22 @@ def test_without_managed_fields_cuts_exactly_each_items_managed_fields():
     assert trimmed["items"][0]["metadata"]["annotations"]["note"] == tricky
 
 
+def test_without_managed_fields_cuts_a_custom_resources_sorted_metadata_too():
+    # An unstructured object's keys come sorted (a Kueue Workload): `name` follows managedFields.
+    items = [_job("a", ',"managedFields":[ and ],"name":" in a string'), _job("b", "y")]
+    body = json.dumps({"items": items}, sort_keys=True, separators=(",", ":")).encode()
+    expected = json.loads(body)
+    for item in expected["items"]:
+        del item["metadata"]["managedFields"]
+    assert json.loads(without_managed_fields(body)) == expected
+
+
 def test_without_managed_fields_leaves_a_body_it_cannot_cut_safely_whole():
-    # A custom resource's keys come sorted: metadata's managedFields is not last.
-    sorted_keys = json.dumps({"items": [_job("a", "x"), _job("b", "y")]}, sort_keys=True,
-                             separators=(",", ":")).encode()
-    assert without_managed_fields(sorted_keys) is sorted_keys
+    # managedFields last in metadata, then neither `spec` nor `name` (an Event): cutting would
+    # reach into the next item, so nothing is cut.
+    event = {"metadata": {"name": "e", "managedFields": [{"manager": "m"}]}, "involvedObject": {"kind": "Pod"}}
+    odd = _go_ordered([event, _job("b", "y")])
+    assert without_managed_fields(odd) is odd
     plain = _go_ordered([{"metadata": {"name": "a"}, "spec": {}}])
     assert without_managed_fields(plain) is plain
     assert without_managed_fields(b"") == b""
