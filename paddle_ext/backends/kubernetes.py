@@ -435,8 +435,10 @@ class KubernetesBackend(JobBackend):
         if not is_job_name(name):  # e.g. '..' or 'a/b' from a URL must never become an API path
             raise JobNotFound(name)
         job, pods = await asyncio.gather(self._read_job(name), self._pods(label_selector(name)))
-        events = related_events(name, pods, await self._job_events(name, job, pods))
-        kueue = await self._kueue_view([job]) or await self._own_workloads(job)
+        # Kueue's view of a queued job (every Workload: the longest read) needs only the job.
+        events, kueue = await asyncio.gather(self._job_events(name, job, pods), self._kueue_view([job]))
+        events = related_events(name, pods, events)
+        kueue = kueue or await self._own_workloads(job)
         result = await self._settle(job, pods, events, kueue)
         waiting = next((pod for pod in pods if not (pod.get("spec") or {}).get("nodeName")), None)
         if result.reason == "Unschedulable" and waiting is not None:
@@ -504,9 +506,11 @@ class KubernetesBackend(JobBackend):
         the FailedCreate events only when a job has no pods (one request)."""
         items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])
         names = open_jobs(self.kind, items)
-        pods = await self._pods(jobs_selector(names)) if names else []
+        # The pods and Kueue's view of the queued jobs both need only the jobs: read together.
+        pods, kueue = await asyncio.gather(self._pods(jobs_selector(names)) if names else _nothing(),
+                                           self._kueue_view(items))
         refusals = await self._failed_creations() if refusals_needed(self.kind, items, pods) else []
-        kueue = await self._kueue_view(items) or (await self._own_workloads() if items else None)
+        kueue = kueue or (await self._own_workloads() if items else None)
         return job_views(items, pods, refusals, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
 
     async def _failed_creations(self) -> list[dict]:
@@ -593,6 +597,10 @@ def namespace_quota(quotas: list[dict], pods: list[dict], gpu_resource: str = GP
         limits = dataclasses.replace(limits, running_jobs=cap)
     sources = {field: source for field, source in quota_sources(ours).items() if field in limits.set_fields()}
     return Effective(limits, sources), in_use
+
+
+async def _nothing() -> list[dict]:
+    return []
 
 
 def _annotations(obj: dict) -> dict:
