@@ -31,6 +31,7 @@ from common import Row, Section, fmt_ratio, fmt_s, interleave, log, median, perc
 from kwok import BoundWatch, KwokBench, ListWatch, response_body, table_size
 
 from paddle_ext.backends.kubernetes_queue import evictions, holds, owner_workload
+from paddle_ext.kubeapi import without_managed_fields
 from paddle_ext.manifests import label_selector
 from paddle_ext.constants import BACKEND_CONFIG_ENV, JOB_LABEL, KUEUE_QUEUE_LABEL, USER_LABEL
 from paddle_ext.quota import queues
@@ -248,9 +249,12 @@ def lookup_runs(bench: KwokBench, names: list[str], runs: int) -> dict:
     # also reads the LocalQueues, ClusterQueues and events), kubectl a Table of the Workloads.
     c = bench.cluster
     selector = urllib.parse.quote(label_selector())
+    # Ours decodes each list once its managedFields are cut out (`without_managed_fields`).
+    jobs = response_body(c, f"/apis/batch/v1/namespaces/{BACKLOG_NS}/jobs?labelSelector={selector}")
+    workloads = response_body(c, f"{KUEUE_API}/workloads")
     results["bytes"] = {
-        "jobs": len(response_body(c, f"/apis/batch/v1/namespaces/{BACKLOG_NS}/jobs?labelSelector={selector}")),
-        "workloads": len(response_body(c, f"{KUEUE_API}/workloads")),
+        "jobs": len(jobs), "jobs_decoded": len(without_managed_fields(jobs)),
+        "workloads": len(workloads), "workloads_decoded": len(without_managed_fields(workloads)),
         "table": table_size(c, f"{KUEUE_API}/namespaces/{BACKLOG_NS}/workloads")}
     results["commands"] = {"list": ours_list, "status": ours_status, "kubectl": theirs}
     return results
@@ -341,9 +345,13 @@ def admission_run(bench: KwokBench, backlog_cq: str, names: list[str]) -> dict:
 def lookup_limit(lookup: dict, tool: str) -> str:
     """What our command did that kubectl did not, in figures of the same runs."""
     sizes = lookup["bytes"]
-    jobs = f"the Jobs ({sizes['jobs'] / 2**20:.1f} MiB) and " if tool == "list" else "its Job, its events and "
+
+    def mib(kind: str) -> str:
+        return f"{sizes[kind] / 2**20:.1f} MiB received, {sizes[kind + '_decoded'] / 2**20:.1f} MiB decoded"
+
+    jobs = f"the Jobs ({mib('jobs')}) and " if tool == "list" else "its Job, its events and "
     return (f"CPU of the command itself {fmt_s(lookup[tool]['cpu'])} vs kubectl's {fmt_s(lookup['kubectl']['cpu'])}; "
-            f"ours decodes {jobs}every namespace's Workloads ({sizes['workloads'] / 2**20:.1f} MiB) in Python and "
+            f"ours decodes {jobs}every namespace's Workloads ({mib('workloads')}) in Python and "
             f"orders the line, kubectl prints a Table the API server renders ({sizes['table'] / 2**20:.2f} MiB)")
 
 
