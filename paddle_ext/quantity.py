@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal, InvalidOperation, localcontext
 
 from .grammars import MAX_EXPONENT_DIGITS, QUANTITY_PATTERN  # noqa: F401 (QUANTITY_PATTERN: re-exported)
@@ -23,7 +24,12 @@ LARGEST_COUNT = int(LARGEST_QUANTITY)  # the most of anything counted in whole n
 
 def parse_quantity(text: str) -> Decimal:
     """Parse a Kubernetes quantity into an exact Decimal; ValueError if it is not one."""
-    match = QUANTITY_PATTERN.fullmatch(str(text).strip())
+    return _parse_quantity(str(text))
+
+
+@functools.lru_cache(maxsize=1024)  # a listing parses the same few quantities of every job and Workload
+def _parse_quantity(text: str) -> Decimal:
+    match = QUANTITY_PATTERN.fullmatch(text.strip())
     if not match:
         raise ValueError(f"'{text}' is not a Kubernetes quantity (examples: 2, 500m, 4Gi)")
     digits, suffix = match.groups()
