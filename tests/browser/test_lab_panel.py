@@ -139,8 +139,9 @@ def test_panel_starts_watches_filters_and_cancels_jobs(hub, page, artifacts):
         assert Counter(downloaded) == Counter(served.text().splitlines())
         assert downloaded.count("[worker-1] ticker 1 done") == 1
         for worker in (0, 1):
+            # Each worker's "tick <worker> 3" was on screen before the gate opened: at least 4 ticks.
             ticks = [int(line.split()[-1]) for line in downloaded if line.startswith(f"[worker-{worker}] tick ")]
-            assert len(ticks) > 10 and sorted(ticks) == list(range(len(ticks))), (worker, ticks)
+            assert len(ticks) > 3 and sorted(ticks) == list(range(len(ticks))), (worker, ticks)
 
         # --- 10^5 lines: the job's log grows by 100,000 lines (written where the worker's
         # output goes); a freshly opened view takes them all and draws only the rows on screen.
