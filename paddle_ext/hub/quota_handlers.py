@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
-from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated, UserNotAllowed
 from jupyterhub.utils import url_path_join
 from tornado import web
 
@@ -82,7 +82,7 @@ class QuotaHandler(JsonErrorsMixin, HubOAuthenticated, web.RequestHandler):
     X-XSRFToken (HubOAuth checks it and otherwise ignores the cookie)."""
 
     required_scope: str | None = None
-    hub_user_model: dict | None = None  # who the hub says the caller is, allowed or not
+    hub_answer: dict | None = None  # the hub's model of the caller (prepare), allowed or not
 
     @property
     def hub_scopes(self):
@@ -98,12 +98,35 @@ class QuotaHandler(JsonErrorsMixin, HubOAuthenticated, web.RequestHandler):
     def hub_auth(self):
         return self.settings["hub_auth"]
 
+    async def prepare(self):
+        """Ask the hub who the caller is without blocking the service: HubAuthenticated's own
+        get_current_user waits on a thread of HubAuth's whose event loop is never closed (each
+        request blocked the service meanwhile, and the loop left a traceback at exit)."""
+        self.hub_answer = await self.hub_auth.get_user(self, sync=False)
+
+    def get_current_user(self):
+        """HubAuthenticated.get_current_user on prepare()'s answer: the caller's model when it may
+        call (checked when first asked, once @require_scope has set the scope), else None, and
+        then @web.authenticated answers 403 rather than redirecting to a login in a loop."""
+        model = self.hub_answer
+        if not model:
+            return None
+        try:
+            user = self.check_hub_user(model)
+        except UserNotAllowed:
+            def forbid_instead_of_redirect(*args, **kwargs):
+                raise web.HTTPError(403, "{kind} {name} is not allowed.".format(**model))
+
+            self.redirect = forbid_instead_of_redirect  # type: ignore[method-assign]
+            return None
+        self.hub_auth._persist_url_token_if_set(self)
+        return user
+
     def check_hub_user(self, model):
         """The caller's rights are its token's (or OAuth session's) own scopes, as the hub
         resolved them for that token: ADMIN_SCOPE, or `admin:users` (a hub admin's full
         token), never the owner's admin flag (an admin's token made for reading users only
         administers nothing)."""
-        self.hub_user_model = model
         if ADMIN_EQUIVALENT_SCOPE in set(model.get("scopes") or ()):
             model = {**model, "scopes": [*model.get("scopes", []), ADMIN_SCOPE]}
         return super().check_hub_user(model)
@@ -112,7 +135,7 @@ class QuotaHandler(JsonErrorsMixin, HubOAuthenticated, web.RequestHandler):
         user = self.current_user
         if user is not None:
             return user
-        if self.hub_user_model is not None:
+        if self.hub_answer:
             if self.required_scope == ADMIN_SCOPE:
                 raise Forbidden(f"Only hub admins (or holders of the scope {ADMIN_SCOPE}) may do this.")
             raise Forbidden("You are not allowed to use the quota service.")
