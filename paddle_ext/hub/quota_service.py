@@ -301,11 +301,12 @@ class QuotaService(Application):
         config = await self.store.load()
         users, groups = await asyncio.gather(self.directory.users(), self.directory.groups())
         users = sorted(users, key=lambda u: u["name"])
-        usage = await self.usage_source.reports(
-            {user["name"]: resolve(config, user["name"], user.get("groups") or []) for user in users},
-            self.usage_concurrency)
+        usage, team_gpus = await asyncio.gather(
+            self.usage_source.reports(
+                {user["name"]: resolve(config, user["name"], user.get("groups") or []) for user in users},
+                self.usage_concurrency),
+            self._team_gpus(config))
         hub_groups = {group["name"]: group for group in groups}
-        team_gpus = await self._team_gpus(config)
         return {
             "version": config.version,
             "fields": list(FIELDS),
@@ -375,6 +376,12 @@ class QuotaService(Application):
 
     async def cluster_overview(self) -> dict:
         """Capacity and usage, every user's running jobs, GPU-hours per user and group."""
+        (user_jobs, errors, capacity), queues = await asyncio.gather(self._jobs_and_capacity(), self.queue_section())
+        return overview(capacity, user_jobs, now(), errors, queues=queues)
+
+    async def _jobs_and_capacity(self) -> tuple[dict[str, tuple[list[str], list]], dict[str, str], dict]:
+        """Each user's (groups, jobs), why a user's jobs could not be read, and the capacity
+        with their running jobs."""
         users = await self.directory.users()
         found = await self.usage_source.jobs_of([user["name"] for user in users], self.usage_concurrency)
         user_jobs, errors = {}, {}
@@ -391,7 +398,7 @@ class QuotaService(Application):
             self.log.warning("Cannot read the cluster's nodes and pods: %s", exc)
             capacity = {"source": self.store_kind, "nodes": [], "total": None,
                         "error": f"Cannot read the cluster's nodes and pods: {exc}"}
-        return overview(capacity, user_jobs, now(), errors, queues=await self.queue_section())
+        return user_jobs, errors, capacity
 
     async def cancel_job(self, admin: str, user: str, job: str) -> dict:
         """Cancel `user`'s job `job` on behalf of `admin`, and say so in the log."""

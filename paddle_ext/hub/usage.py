@@ -229,8 +229,8 @@ class KubernetesUsage:
 
     async def capacity(self, running: list[JobUsage]) -> dict:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""
-        nodes = (await self.api.get(api_path("v1", "nodes"))).get("items", [])
-        pods = (await self.api.get(api_path("v1", "pods"),
-                                   fieldSelector=LIVE_PODS_SELECTOR)).get("items", [])
+        nodes, pods = (found.get("items", []) for found in await asyncio.gather(
+            self.api.list(api_path("v1", "nodes")),
+            self.api.list(api_path("v1", "pods"), fieldSelector=LIVE_PODS_SELECTOR)))
         usage = node_usage(nodes, pods, self.gpu_resource)
         return {"source": KUBERNETES, "nodes": [node.to_dict() for node in usage], "total": total(usage)}
