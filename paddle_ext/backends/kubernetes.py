@@ -449,12 +449,34 @@ class KubernetesBackend(JobBackend):
         return job, result
 
     async def _kueue_view(self, jobs: list[dict]) -> KueueView | None:
-        """Kueue's objects for reading queued jobs, only with Kueue and a job suspended (queued):
-        every namespace's Workloads and LocalQueues where this account may list them (positions
-        are then exact), else its own namespace's; the ClusterQueues where it may read them."""
+        """Kueue's objects for reading queued jobs (_kueue_objects), only with Kueue and a job
+        suspended (queued)."""
         if not self.queue_name or not any(self.kind.is_suspended(job) for job in jobs):
             return None
+        return await self._kueue_objects()
 
+    async def _kueue_view_if_waiting(self) -> KueueView | None:
+        """Kueue's view read without waiting for the jobs when the user's LocalQueue (one small
+        read) says some of its Workloads wait, so a listing reads every Workload, its longest
+        read, together with its jobs. Kueue keeps that count and it can lag: None (not read)
+        says nothing, and list_views then reads the view once the jobs show one queued."""
+        if not self.queue_name or ("localqueues", self.namespace) in self._kueue_denied:
+            return None
+        try:
+            queue = await self._call("read the Kueue localqueue", "get",
+                                     api_path(KUEUE_API_VERSION, "localqueues", self.namespace, self.queue_name))
+        except Forbidden:
+            self._kueue_denied.add(("localqueues", self.namespace))
+            return None
+        except PaddleCloudError:  # no such queue, no Kueue, the API server away: the jobs' read says
+            return None
+        pending = (queue.get("status") or {}).get("pendingWorkloads")
+        return await self._kueue_objects() if isinstance(pending, int) and pending > 0 else None
+
+    async def _kueue_objects(self) -> KueueView:
+        """Every namespace's Workloads and LocalQueues where this account may list them
+        (positions are then exact), else its own namespace's; the ClusterQueues where it may
+        read them."""
         async def items(plural: str, namespaced_too: bool) -> tuple[list[dict], bool]:
             for namespace in ((None, self.namespace) if namespaced_too else (None,)):
                 if (plural, namespace) in self._kueue_denied:
@@ -504,11 +526,14 @@ class KubernetesBackend(JobBackend):
         """Every job's object and view, newest first, changing nothing (list() then stops the
         jobs Kubernetes refuses for good): the pods of the jobs not succeeded (open_jobs), and
         the FailedCreate events only when a job has no pods (one request)."""
-        items = (await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())).get("items", [])
+        found, early = await asyncio.gather(
+            self._call("list jobs", "list", self._job_path(), labelSelector=label_selector()),
+            self._kueue_view_if_waiting())
+        items = found.get("items", [])
         names = open_jobs(self.kind, items)
         # The pods and Kueue's view of the queued jobs both need only the jobs: read together.
         pods, kueue = await asyncio.gather(self._pods(jobs_selector(names)) if names else _nothing(),
-                                           self._kueue_view(items))
+                                           _given(early) if early is not None else self._kueue_view(items))
         refusals = await self._failed_creations() if refusals_needed(self.kind, items, pods) else []
         kueue = kueue or (await self._own_workloads() if items else None)
         return job_views(items, pods, refusals, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
@@ -601,6 +626,10 @@ def namespace_quota(quotas: list[dict], pods: list[dict], gpu_resource: str = GP
 
 async def _nothing() -> list[dict]:
     return []
+
+
+async def _given(view: KueueView) -> KueueView:
+    return view
 
 
 def _annotations(obj: dict) -> dict:

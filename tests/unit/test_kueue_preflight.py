@@ -4,6 +4,8 @@ but not now is created and waits in the queue."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from paddle_ext.backends.kubernetes import KubernetesBackend
@@ -169,11 +171,21 @@ async def test_a_job_that_succeeded_after_a_requeue_still_reads_it_from_its_own_
 
 
 class ListingApi:
-    """A namespace holding `jobs` (all finished) and `workloads`, as a listing reads them."""
+    """A namespace holding `jobs` and `workloads`, as a listing reads them; its LocalQueue
+    "default" (to team vision's ClusterQueue) counts `pending` Workloads waiting (None: there is
+    no LocalQueue object)."""
 
-    def __init__(self, jobs: list[dict], workloads: list[dict]):
-        self.jobs, self.workloads = jobs, workloads
+    def __init__(self, jobs: list[dict], workloads: list[dict], pending: int | None = None):
+        self.jobs, self.workloads, self.pending = jobs, workloads, pending
         self.asked: list[str] = []
+
+    async def get(self, path, **params):
+        self.asked.append(path)
+        if path.endswith("/localqueues/default") and self.pending is not None:
+            return {**LOCAL_QUEUE, "status": {"pendingWorkloads": self.pending}}
+        if path.endswith("/events"):
+            return {"items": []}
+        raise KubeApiError(404, "not found")
 
     async def list(self, path, **params):
         self.asked.append(path)
@@ -181,7 +193,72 @@ class ListingApi:
             return {"items": self.jobs}
         if path.endswith("/workloads"):
             return {"items": self.workloads}
+        if path.endswith("/localqueues"):
+            return {"items": [LOCAL_QUEUE]}
+        if path.endswith(("/clusterqueues", "/pods")):
+            return {"items": []}
         raise AssertionError(path)
+
+
+LOCAL_QUEUE = {"metadata": {"name": "default", "namespace": "paddlecloud-alice"}, "spec": {"clusterQueue": TEAM.name}}
+LOCAL_QUEUE_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/localqueues/default"
+EVERY_WORKLOAD = "/apis/kueue.x-k8s.io/v1beta2/workloads"
+
+
+def queued_and_waiting() -> tuple[dict, dict]:
+    """A suspended 1-worker Job and its Workload, waiting in team vision's queue."""
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "q", "namespace": "paddlecloud-alice", "uid": "job-uid-q",
+                        "creationTimestamp": "2026-01-01T12:00:00Z", "labels": {}, "annotations": {}},
+           "spec": {"completionMode": "Indexed", "completions": 1, "parallelism": 1, "suspend": True,
+                    "template": {"spec": {"containers": [{"name": "paddle"}]}}},
+           "status": {}}
+    workload = {"metadata": {"name": "job-q", "namespace": "paddlecloud-alice", "uid": "wl-q",
+                             "creationTimestamp": "2026-01-01T12:00:01Z",
+                             "ownerReferences": [{"kind": "Job", "name": "q", "uid": "job-uid-q"}]},
+                "spec": {"queueName": "default", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                    "containers": [{"name": "paddle", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                           "message": "waiting", "lastTransitionTime": "2026-01-01T12:00:02Z"}]}}
+    return job, workload
+
+
+class JobsAfterWorkloadsApi(ListingApi):
+    """Its jobs' list answers only once every namespace's Workloads have been asked for: a
+    listing that reads them one after the other never ends (the wait fails after 30 s)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.every_workload_asked = asyncio.Event()
+
+    async def list(self, path, **params):
+        if path == EVERY_WORKLOAD:
+            self.every_workload_asked.set()
+        elif path.endswith("/jobs"):
+            await asyncio.wait_for(self.every_workload_asked.wait(), 30)
+        return await super().list(path, **params)
+
+
+async def test_a_listing_reads_every_workload_with_its_jobs_when_the_users_queue_says_some_wait():
+    """Every namespace's Workloads are a long listing's longest read: when the user's LocalQueue
+    counts Workloads waiting, that read starts with the jobs' (held here until it has)."""
+    queued, workload = queued_and_waiting()
+    api = JobsAfterWorkloadsApi([queued], [workload], pending=1)
+    [job] = await backend(api, "default").list()
+    assert job.phase == Phase.QUEUED and job.queue.position == 1, job.to_dict()
+    assert api.asked.count(EVERY_WORKLOAD) == 1
+
+
+async def test_a_queue_count_that_lags_still_gives_a_queued_job_its_place():
+    """Kueue's count says none wait (not yet updated, or no LocalQueue object): the listing reads
+    the Workloads once its jobs show one queued, as before."""
+    queued, workload = queued_and_waiting()
+    for pending in (0, None):
+        api = ListingApi([queued], [workload], pending=pending)
+        [job] = await backend(api, "default").list()
+        assert job.phase == Phase.QUEUED and job.queue.position == 1, job.to_dict()
+        assert api.asked[:2] == ["/apis/batch/v1/namespaces/paddlecloud-alice/jobs", LOCAL_QUEUE_PATH]
+        assert api.asked.count(EVERY_WORKLOAD) == 1
 
 
 async def test_a_listing_reads_the_requeues_of_jobs_that_are_not_queued_from_the_namespaces_workloads():
@@ -191,7 +268,7 @@ async def test_a_listing_reads_the_requeues_of_jobs_that_are_not_queued_from_the
     api = ListingApi([done], [workload])
     [job] = await backend(api, "default").list()
     assert (job.phase, job.requeues, job.restarts) == (Phase.SUCCEEDED, 1, 0), job.to_dict()
-    assert api.asked == ["/apis/batch/v1/namespaces/paddlecloud-alice/jobs",
+    assert api.asked == ["/apis/batch/v1/namespaces/paddlecloud-alice/jobs", LOCAL_QUEUE_PATH,
                          "/apis/kueue.x-k8s.io/v1beta2/namespaces/paddlecloud-alice/workloads"]
     api = ListingApi([done], [workload])
     [job] = await backend(api, "").list()
