@@ -55,6 +55,8 @@ async def per_user(usernames: Iterable[str], read: Callable[[str], Awaitable[T]]
 class LocalUsage:
     """Usage from each user's job folder (the local hub's layout: `home_template`)."""
 
+    capacity_needs_jobs = True  # this machine's use is what the running jobs ask for
+
     def __init__(self, home_template: str, home: str):
         self.home_template = home_template
         self.home = home
@@ -93,6 +95,8 @@ class KubernetesUsage:
     the job as its kind says. Reading usage changes nothing in the cluster: a job whose
     workers Kubernetes refuses for good reads as failed here, and is stopped when its
     user's own listing reads it (KubernetesBackend.list)."""
+
+    capacity_needs_jobs = False  # the nodes' pods say what is in use: read together with the jobs
 
     def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str, job_kind: str = DEFAULT_JOB_KIND):
         self.api = api
