@@ -3,6 +3,7 @@ service's own token (role with list:users, read:users, list:groups, read:groups)
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from urllib.parse import quote
@@ -10,6 +11,8 @@ from urllib.parse import quote
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ..errors import BackendUnavailable
+
+PAGE_SIZE = 200  # JupyterHub's largest page (its api_page_max_limit) by default
 
 
 class HubDirectory:
@@ -35,17 +38,25 @@ class HubDirectory:
             raise BackendUnavailable(f"Cannot reach the hub API at {self.api_url}: {exc}.") from exc
         return json.loads(response.body)
 
+    async def _page(self, path: str, offset: int) -> Any:
+        return await self._get(f"{path}?offset={offset}&limit={PAGE_SIZE}")
+
     async def _list(self, path: str) -> list[dict]:
-        items, offset = [], 0
-        while True:
-            page = await self._get(f"{path}?offset={offset}&limit=200")
-            if isinstance(page, list):  # a hub without pagination
-                return page
+        """Every item. When the hub gives full pages, the first says how many there are and the
+        rest are asked for together; then any that are left (a smaller page size of the hub's,
+        items added meanwhile) one page after the other."""
+        page = await self._page(path, 0)
+        if isinstance(page, list):  # a hub without pagination
+            return page
+        items = list(page["items"])
+        total = (page.get("_pagination") or {}).get("total")
+        if isinstance(total, int) and len(items) == PAGE_SIZE:
+            for page in await asyncio.gather(*(self._page(path, offset) for offset in range(PAGE_SIZE, total, PAGE_SIZE))):
+                items.extend(page["items"])
+        while following := (page.get("_pagination") or {}).get("next"):
+            page = await self._page(path, following["offset"])
             items.extend(page["items"])
-            following = (page.get("_pagination") or {}).get("next")
-            if not following:
-                return items
-            offset = following["offset"]
+        return items
 
     async def user(self, name: str) -> dict | None:
         return await self._get(f"/users/{quote(name, safe='')}")
