@@ -27,6 +27,9 @@ from .kubernetes_progress import (IMAGE_PULL_REASONS, unschedulable, waiting_sta
 
 # Refusals that pass: a full quota frees up; a new namespace's service account appears.
 TRANSIENT_REFUSALS = ("exceeded quota", "error looking up service account")
+# The Job controller's reasons for failing a job whose index ran out of backoffLimitPerIndex:
+# at once when more indexes failed than maxFailedIndexes allows, or once every index ended.
+INDEX_FAILED_REASONS = ("MaxFailedIndexesExceeded", "FailedIndexes")
 
 
 DEFAULT_KIND = JOB_KINDS[DEFAULT_JOB_KIND]  # job_from_objects' kind when none is named
@@ -505,7 +508,7 @@ def job_from_objects(job: dict, pods: list[dict], events: list[dict], *, kind: J
         else:
             phase, reason, message = Phase.PENDING, Reason.STARTING, "The workers are starting."
     # A job failed for an index out of restarts (backoffLimitPerIndex, maxFailedIndexes 0) spent them all.
-    spent = (spec.get("max_restarts") or 0) if failed is not None and failed.get("reason") == "FailedIndexes" else 0
+    spent = (spec.get("max_restarts") or 0) if failed is not None and failed.get("reason") in INDEX_FAILED_REASONS else 0
     restarts, last_restart_reason, last_restart_at = restarts_of(pods, metadata["name"], events, spent)
     # Requeues by Kueue (preempted, evicted): attempts too, though not restarts the job spent. A
     # restart seen in the pods names the reason: usually the later event (a readmitted job's pods

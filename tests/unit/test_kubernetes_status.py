@@ -347,13 +347,15 @@ def test_a_job_out_of_restarts_fails_with_the_count():
     assert result.message == "Worker 1 exited with code 137. Restarted 1 of at most 1 times."
 
 
-def test_a_job_whose_deleted_worker_ran_out_of_restarts_fails_with_the_count_though_the_pods_are_gone():
+@pytest.mark.parametrize("reason", ["MaxFailedIndexesExceeded", "FailedIndexes"])
+def test_a_job_whose_deleted_worker_ran_out_of_restarts_fails_with_the_count_though_the_pods_are_gone(reason):
     """max_restarts 1, worker 1's pod deleted in both attempts: what is left when the job has
     failed is worker 0's first pod (stopped for the lost peer); both of worker 1's pods and
     worker 0's second (deleted by the Job controller as the job failed) are gone. The count
-    is the Job controller's (FailedIndexes: an index out of restarts spent all of them), the
-    cause the kubelet's Killing events (the real-node case: cluster/test_restarts_k8s.py)."""
-    job = condition(make_job(max_restarts=1), "Failed", "FailedIndexes", "Job has failed indexes")
+    is the Job controller's (either of its reasons for an index out of restarts: all of them
+    were spent), the cause the kubelet's Killing events (the real-node case:
+    cluster/test_restarts_k8s.py)."""
+    job = condition(make_job(max_restarts=1), "Failed", reason, "Job has failed indexes")
     pods = [ended(0, 200, "2026-01-01T00:00:01Z", "2026-01-01T00:02:05Z")]
     events = [killing("j-1-aaaaa", "2026-01-01T00:02:00Z"), killing("j-1-bbbbb", "2026-01-01T00:04:00Z"),
               killing("j-0-ccccc", "2026-01-01T00:04:01Z"), deleted_by_job_controller("j-0-ccccc", "2026-01-01T00:04:01Z")]
