@@ -17,7 +17,7 @@ import dataclasses
 import json
 import os
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
 
 from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
 
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..quota.model import Effective, Limits, QuotaReport
     from ..workspace import CodeSnapshot
 
+T = TypeVar("T")
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
 
@@ -532,8 +533,8 @@ class KubernetesBackend(JobBackend):
         items = found.get("items", [])
         names = open_jobs(self.kind, items)
         # The pods and Kueue's view of the queued jobs both need only the jobs: read together.
-        pods, kueue = await asyncio.gather(self._pods(jobs_selector(names)) if names else _nothing(),
-                                           _given(early) if early is not None else self._kueue_view(items))
+        pods, kueue = await asyncio.gather(self._pods(jobs_selector(names)) if names else _ready([]),
+                                           _ready(early) if early is not None else self._kueue_view(items))
         refusals = await self._failed_creations() if refusals_needed(self.kind, items, pods) else []
         kueue = kueue or (await self._own_workloads() if items else None)
         return job_views(items, pods, refusals, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
@@ -624,12 +625,9 @@ def namespace_quota(quotas: list[dict], pods: list[dict], gpu_resource: str = GP
     return Effective(limits, sources), in_use
 
 
-async def _nothing() -> list[dict]:
-    return []
-
-
-async def _given(view: KueueView) -> KueueView:
-    return view
+async def _ready(value: T) -> T:
+    """`value` as an awaitable, for a gather whose one read is already known."""
+    return value
 
 
 def _annotations(obj: dict) -> dict:
