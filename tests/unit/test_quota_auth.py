@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from paddle_ext.hub.quota_handlers import ADMIN_SCOPE, routes
+from paddle_ext.ports import free_port
 
 PREFIX = "/services/quota/"
 CALLERS = {
@@ -40,12 +40,6 @@ class Views:
 
     async def update(self, kind: str, name: str | None, patch) -> dict:
         return {"updated": name}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def calls(requests: list[tuple[str, str, str | None]]) -> list[tuple[int, dict]]:
