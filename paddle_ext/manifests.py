@@ -61,6 +61,10 @@ class ManifestSettings:
     code_configmap: str = ""  # the ConfigMap that carries the code; empty: the job runs from the workspace
     workspace: dict | None = None  # a shared (ReadWriteMany) volume source, mounted as in notebooks
     workspace_mount: str = ""
+    # The job's image carries this package's helper programs (trainer_logs, job_folder), as the
+    # site's worker images do (images/worker): the job runs them with `python -m` instead of
+    # carrying them in its command (see helper_command).
+    helpers_in_image: bool = False
 
 
 def literal(text: str) -> str:
@@ -72,10 +76,10 @@ def literal(text: str) -> str:
 @functools.cache
 def program(module: str) -> str:
     """A standard-library-only module of this package (trainer_logs, job_folder) as a
-    `python -c` program, so any worker image with a Python runs it (ours or a user's, with
-    or without paddle_ext). It rides in every Job, pod and Kueue Workload of a job, and every
-    listing reads those: as plain source trainer_logs was 13 of a Job's 15.5 KB, so it goes
-    without docstrings and comments, compressed (about 3.7 KB), behind a line naming it."""
+    `python -c` program, so any worker image with a Python runs it (one without paddle_ext
+    too). It rides in every Job, pod and Kueue Workload of such a job, and every listing
+    reads those: as plain source trainer_logs was 13 of a Job's 15.5 KB, so it goes without
+    docstrings and comments, compressed (about 3.7 KB), behind a line naming it."""
     import base64
     import importlib.resources  # (only a job's submit needs these)
     import zlib
@@ -83,6 +87,16 @@ def program(module: str) -> str:
     source = importlib.resources.files(__package__).joinpath(f"{module}.py").read_text(encoding="utf-8")
     packed = base64.b64encode(zlib.compress(without_docstrings(source).encode(), 9)).decode("ascii")
     return f"# paddle_ext/{module}.py\nimport base64, zlib; exec(zlib.decompress(base64.b64decode('{packed}')))"
+
+
+def helper_command(module: str, settings: ManifestSettings) -> list[str]:
+    """`python` running a helper program of this package (trainer_logs, job_folder): from the
+    image where it carries them, else as `program(module)` in the command itself. The
+    programs were about 4.7 of a Job's 12.6 KiB, and of a Kueue Workload's and every pod's
+    too, which every listing reads and the API server sends."""
+    if settings.helpers_in_image:
+        return ["python", "-m", f"{__package__}.{module}"]
+    return ["python", "-c", literal(program(module))]
 
 
 def without_docstrings(source: str) -> str:
@@ -98,7 +112,8 @@ def without_docstrings(source: str) -> str:
     return ast.unparse(tree)
 
 
-def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: str | None = None) -> list[str]:
+def worker_command(spec: JobSpec, settings: ManifestSettings, master: str | None, rank: str | None,
+                   host: str | None = None) -> list[str]:
     """The launcher's command line with the user's command kept literal, run under the
     trainer log relay (paddle_ext.trainer_logs): each trainer's lines reach the container's
     output as they are printed, every local rank's, instead of the launcher's copy of local
@@ -107,7 +122,7 @@ def worker_command(spec: JobSpec, master: str | None, rank: str | None, host: st
     own = len(argv) - len(spec.command)
     launcher = argv[:own] + [literal(arg) for arg in argv[own:]]
     ranks = str(trainers_per_worker(spec.gpus_per_worker))
-    return ["python", "-c", literal(program("trainer_logs")), LAUNCH_LOG_DIR, ranks, "--", *launcher]
+    return [*helper_command("trainer_logs", settings), LAUNCH_LOG_DIR, ranks, "--", *launcher]
 
 
 def restartable(spec: JobSpec) -> bool:
@@ -299,7 +314,7 @@ def workspace_parts(spec: JobSpec, settings: ManifestSettings) -> tuple[list[dic
         "image": spec.image or settings.image,
         # Unpack the code (if it travels) into the job's folder, checked and capped as in the
         # notebook (paddle_ext.job_folder); make the output folder.
-        "command": ["python", "-c", literal(program("job_folder")), literal(archive), literal(settings.workdir),
+        "command": [*helper_command("job_folder", settings), literal(archive), literal(settings.workdir),
                     literal(outputs(spec, settings)["path"]), str(MAX_UNPACKED_BYTES), str(MAX_UNPACKED_FILES)],
         "resources": resources(spec, settings),  # as the worker's: the pod's request stays the worker's
         "securityContext": container_security_context(),
@@ -405,7 +420,7 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | N
     # Worker i advertises its own DNS name; worker 0's equals the master's host, which is
     # what makes Paddle's launcher start the master there (it compares the two strings).
     master = f"{spec.name}-0.{spec.name}:{settings.master_port}"
-    command = worker_command(spec, master, INDEX_REFERENCE, host=f"{spec.name}-{INDEX_REFERENCE}.{spec.name}")
+    command = worker_command(spec, settings, master, INDEX_REFERENCE, host=f"{spec.name}-{INDEX_REFERENCE}.{spec.name}")
     template_spec = pod_spec(spec, settings, command, with_index=True)
     if restartable(spec):
         container = template_spec["containers"][0]
@@ -434,7 +449,7 @@ def indexed_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | N
 
 def paddle_job(spec: JobSpec, settings: ManifestSettings, annotations: dict | None = None) -> dict:
     """Kubeflow training-operator v1.9 PaddleJob: the operator sets PADDLE_MASTER and rank."""
-    command = worker_command(spec, None, None)
+    command = worker_command(spec, settings, None, None)
     # With restarts: the operator's ExitCode policy retries a pod whose exit code is 128 or more
     # (a signal) and not one with 1-127 (the user's own); it replaces the failed pod only.
     run_policy: dict[str, Any] = {"backoffLimit": (spec.max_restarts or 0) * spec.workers, "cleanPodPolicy": "Running"}

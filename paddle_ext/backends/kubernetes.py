@@ -19,7 +19,7 @@ import os
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
 
-from traitlets import Dict, Enum, Float, Integer, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 
 from ..constants import (CANCELLED_ANNOTATION, CODE_ANNOTATION, DEFAULT_JOB_KIND, FAILED_ANNOTATION,
                          GPU_RESOURCE, JOB_LABEL, KUEUE_JOB_UID_LABEL, MASTER_PORT, OUTPUTS_ANNOTATION, QUEUE_ANNOTATION, QUOTA_NAME,
@@ -99,6 +99,12 @@ class KubernetesBackend(JobBackend):
     job_kind = Enum(list(JOB_KINDS), DEFAULT_JOB_KIND, help="; ".join(
         f"'{kind.name}': {kind.description}" for kind in JOB_KINDS.values()) + ".").tag(config=True)
     image = Unicode(DEFAULT_WORKER_IMAGE, help="Image when the spec names none and no images are listed.").tag(config=True)
+    helpers_in_image = Bool(True, help="""The site's worker images (`image` and the offered ones) carry
+        paddle_ext's standard-library part, as those built from images/worker do, so a job runs its helper
+        programs (the trainer log relay, the code unpacker) with `python -m` from the image. False: each job
+        carries them in its command (any image with a Python runs them; about 4.7 KB more in every Job, pod
+        and Kueue Workload). An image a user names that the site does not offer always gets them in the
+        command. (Jobs that may restart run `python -m paddle_ext.worker` from the image either way.)""").tag(config=True)
     master_port = Integer(MASTER_PORT, help="Port of Paddle's master on worker 0.").tag(config=True)
     # In a notebook the hub sets these three from its own settings ($PADDLECLOUD_BACKEND_CONFIG).
     gpu_resource = Unicode(GPU_RESOURCE, help="Extended resource name of GPUs.").tag(config=True)
@@ -173,9 +179,12 @@ class KubernetesBackend(JobBackend):
 
     def settings(self, spec: JobSpec | None = None, workdir: str = "", code_shipped: bool = False
                  ) -> ManifestSettings:
+        options = self.options()
+        site_image = options.default_image or self.unnamed_image()
+        offered = {site_image, *(choice.name for choice in options.images)}
         return ManifestSettings(
             namespace=self.namespace,
-            image=self.options().default_image or self.unnamed_image(),
+            image=site_image,
             kind=self.job_kind,
             user=self.user,
             master_port=self.master_port,
@@ -192,6 +201,7 @@ class KubernetesBackend(JobBackend):
             code_configmap=f"{spec.name}-code" if spec is not None and code_shipped else "",
             workspace=self.workspace.get("volume"),
             workspace_mount=self.workspace.get("mount_path", ""),
+            helpers_in_image=self.helpers_in_image and (spec is None or spec.image in (None, *offered)),
         )
 
     # ------------------------------------------------------------ submit

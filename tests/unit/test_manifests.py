@@ -171,6 +171,40 @@ def test_a_job_from_a_folder_off_the_workspace_unpacks_its_code_at_the_same_path
     assert configmap["metadata"]["name"] == "tiny-code" and configmap["metadata"]["labels"]["paddlecloud.io/job"] == "tiny"
 
 
+@pytest.mark.parametrize("kind", ["job", "paddlejob"])
+def test_where_the_image_carries_the_helpers_a_job_runs_them_from_it_and_is_smaller(kind):
+    spec = JobSpec(name="tiny", command=["python", "my_train.py"], workers=2)
+    folder = {"kind": kind, "workdir": "/home/jovyan/project", "code_configmap": "tiny-code"}
+    carried, from_image = job_objects(spec, settings(**folder))[-1], job_objects(spec, settings(**folder,
+                                                                                              helpers_in_image=True))[-1]
+
+    def pod(job):
+        return (job["spec"].get("template") or job["spec"]["paddleReplicaSpecs"]["Worker"]["template"])["spec"]
+
+    container, init = pod(from_image)["containers"][0], pod(from_image)["initContainers"][0]
+    assert container["command"][:4] == ["python", "-m", "paddle_ext.trainer_logs", "/tmp/paddlecloud-launch"]
+    assert container["command"][4:] == pod(carried)["containers"][0]["command"][4:]  # the launcher as before
+    assert init["command"][:3] == ["python", "-m", "paddle_ext.job_folder"]
+    assert init["command"][3:] == pod(carried)["initContainers"][0]["command"][3:]
+    saved = len(json.dumps(carried)) - len(json.dumps(from_image))
+    assert saved > len(program("trainer_logs")) + len(program("job_folder")) - 100
+
+
+def test_the_backend_runs_the_helpers_from_the_sites_images_only():
+    from paddle_ext.backends.kubernetes import KubernetesBackend
+
+    offered = [{"name": "reg/paddle:cpu"}, {"name": "reg/paddle:gpu"}]
+    backend = KubernetesBackend(namespace="ns", images=offered)
+    for image in (None, "reg/paddle:cpu", "reg/paddle:gpu"):
+        spec = JobSpec(name="tiny", command=["python", "t.py"], image=image)
+        assert backend.settings(spec).helpers_in_image is True, image
+    unlisted = KubernetesBackend(namespace="ns", image="reg/site:1")
+    assert unlisted.settings(JobSpec(name="tiny", command=["t"], image="me/own:1")).helpers_in_image is False
+    assert unlisted.settings(JobSpec(name="tiny", command=["t"], image="reg/site:1")).helpers_in_image is True
+    assert KubernetesBackend(namespace="ns", helpers_in_image=False).settings(
+        JobSpec(name="tiny", command=["t"])).helpers_in_image is False
+
+
 def test_a_job_from_a_folder_on_the_shared_workspace_runs_there_and_keeps_its_outputs_beside_it():
     spec = JobSpec(name="tiny", command=["python", "my_train.py"])
     s = settings(workdir="/home/jovyan/project", code_configmap="tiny-code", workspace=HOME,

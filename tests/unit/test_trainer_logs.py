@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from paddle_ext.trainer_logs import TrainerLogRelay, trainer_log
 
 
@@ -77,16 +79,20 @@ while True:
 """
 
 
-def test_the_container_program_relays_forwards_a_stop_and_keeps_the_exit_code(tmp_path):
-    """What a Kubernetes worker runs: `python -c <this module's source> LOG_DIR RANKS -- LAUNCHER...`."""
+@pytest.mark.parametrize("helpers_in_image", [False, True])
+def test_the_container_program_relays_forwards_a_stop_and_keeps_the_exit_code(tmp_path, helpers_in_image):
+    """What a Kubernetes worker runs: `python -c <this module's source> LOG_DIR RANKS -- LAUNCHER...`,
+    or `python -m paddle_ext.trainer_logs ...` in the site's images."""
     import signal
     import subprocess
     import sys
 
-    from paddle_ext.manifests import program
+    from paddle_ext.manifests import ManifestSettings, helper_command
 
     log_dir = tmp_path / "launch"
-    proc = subprocess.Popen([sys.executable, "-c", program("trainer_logs"), str(log_dir), "1", "--",
+    _, *helper = helper_command("trainer_logs", ManifestSettings(namespace="ns", image="img",
+                                                                 helpers_in_image=helpers_in_image))
+    proc = subprocess.Popen([sys.executable, *helper, str(log_dir), "1", "--",
                              sys.executable, "-c", FAKE_LAUNCHER, str(log_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -158,18 +158,21 @@ def test_a_folder_with_symlinks_round_trips_without_them_and_says_so(project, tm
     assert in_place.archive is None and "skipped" not in in_place.record()
 
 
-def run_job_folder(archive: bytes | None, tmp_path, max_bytes=1024 * 1024, max_files=40):
-    """The jobs' init container, as Kubernetes runs it: this source under `python -c`."""
+def run_job_folder(archive: bytes | None, tmp_path, max_bytes=1024 * 1024, max_files=40, helpers_in_image=False):
+    """The jobs' init container, as Kubernetes runs it: this source under `python -c`, or
+    (helpers_in_image) the module under `python -m`, as in the site's images."""
     import subprocess
     import sys
 
-    from paddle_ext.manifests import program
+    from paddle_ext.manifests import ManifestSettings, helper_command
 
     path = tmp_path / "code.tar.gz"
     if archive is not None:
         path.write_bytes(archive)
     folder, outputs = tmp_path / "job", tmp_path / "outputs" / "job"
-    proc = subprocess.run([sys.executable, "-I", "-c", program("job_folder"), str(path) if archive is not None else "",
+    _, *helper = helper_command("job_folder", ManifestSettings(namespace="ns", image="img",
+                                                               helpers_in_image=helpers_in_image))
+    proc = subprocess.run([sys.executable, "-I", *helper, str(path) if archive is not None else "",
                            str(folder), str(outputs), str(max_bytes), str(max_files)],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     return proc, folder, outputs
@@ -201,9 +204,10 @@ def test_the_jobs_init_container_refuses_a_link_or_an_entry_outside_the_folder(t
         assert not folder.exists() and not (tmp_path / "outside.py").exists()
 
 
-def test_the_jobs_init_container_unpacks_a_snapshot_and_makes_the_outputs_folder(project, tmp_path):
+@pytest.mark.parametrize("helpers_in_image", [False, True])
+def test_the_jobs_init_container_unpacks_a_snapshot_and_makes_the_outputs_folder(project, tmp_path, helpers_in_image):
     made = snapshot(str(project))
-    proc, folder, outputs = run_job_folder(made.archive, tmp_path)
+    proc, folder, outputs = run_job_folder(made.archive, tmp_path, helpers_in_image=helpers_in_image)
     assert proc.returncode == 0, proc.stderr
     assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == sorted(
         f.path for f in made.files)
