@@ -18,6 +18,12 @@ A worker that ends keeps answering ("done" or "failed") for LINGER_SECONDS, so i
 see it finished rather than lost. On SIGTERM (its pod is deleted, evicted or preempted) it
 stops answering first, then stops the launcher, and exits 128 + 15.
 
+A worker's answer also names the peers' tokens it has seen, so a replacement tells the
+previous attempt's workers apart: one that has seen another token for the replacement's
+index still runs the old attempt, and will stop once it sees that peer replaced. Until
+none does (at most STALE_WAIT_SECONDS), the replacement does not start its launcher: it
+would join the old attempt's rendezvous at worker 0 and fail with it.
+
 Where the job's outputs are kept (LOG_COPY_DIR_ENV is set), the worker keeps a copy of the
 container's whole output, its own lines included, to its last line on SIGTERM too
 (paddle_ext.trainer_logs.OutputCopy).
@@ -40,6 +46,9 @@ CHECK_SECONDS = 3.0  # between looks at the peers
 CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
 LINGER_SECONDS = 2 * CHECK_SECONDS + 2 * CONNECT_SECONDS  # long enough for every peer to look once more
 STOP_SECONDS = 20.0  # for the launcher to stop its trainers after SIGTERM
+STOP_POLL_SECONDS = 0.05
+STALE_WAIT_SECONDS = 3 * LINGER_SECONDS + STOP_SECONDS  # the old attempt's workers see the loss and stop
+ANSWER_MAX_BYTES = 1 << 20
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
@@ -70,9 +79,14 @@ class Worker:
                 return  # closed: we are going away
             with conn:
                 try:
-                    conn.sendall(f"{self.state} {self.token}\n".encode())
+                    conn.sendall(self.answer().encode())
                 except OSError:
                     pass
+
+    def answer(self) -> str:
+        """'STATE TOKEN [INDEX=TOKEN,...]': the peers' tokens this worker has seen running."""
+        seen = ",".join(f"{index}={token}" for index, token in self.seen.copy().items())
+        return f"{self.state} {self.token} {seen}".rstrip() + "\n"
 
     def close(self) -> None:
         try:
@@ -88,13 +102,48 @@ class Worker:
 
     def ask(self, index: int) -> tuple[str, str] | None:
         """(state, token) of a peer, or None when it does not answer."""
+        answer = self.ask_whole(index)
+        return None if answer is None else answer[:2]
+
+    def ask_whole(self, index: int) -> tuple[str, str, dict[int, str]] | None:
+        """(state, token, the tokens it has seen by index) of a peer, or None when it does not answer."""
+        data = b""
         try:
             with socket.create_connection(self.address(index), timeout=CONNECT_SECONDS) as conn:
                 conn.settimeout(CONNECT_SECONDS)
-                data = conn.recv(256).decode(errors="replace").split()
+                while len(data) < ANSWER_MAX_BYTES and (piece := conn.recv(65536)):
+                    data += piece
         except OSError:
             return None
-        return (data[0], data[1]) if len(data) == 2 else None
+        fields = data.decode(errors="replace").split()
+        if len(fields) not in (2, 3):
+            return None
+        seen = {}
+        for pair in fields[2].split(",") if len(fields) == 3 else ():
+            peer, _, token = pair.partition("=")
+            if peer.isdigit():
+                seen[int(peer)] = token
+        return fields[0], fields[1], seen
+
+    def stale_peer(self) -> int | None:
+        """A peer still running the previous attempt (it has seen another token for our index)."""
+        for index in range(self.workers):
+            if index != self.index:
+                answer = self.ask_whole(index)
+                if answer is not None and answer[2].get(self.index, self.token) != self.token:
+                    return index
+        return None
+
+    def wait_for_the_previous_attempt(self) -> None:
+        """Start no launcher while a peer of the previous attempt runs (see the module's doc)."""
+        deadline = time.monotonic() + STALE_WAIT_SECONDS
+        told = False
+        while (stale := self.stale_peer()) is not None and time.monotonic() < deadline:
+            if not told:
+                print(f"paddlecloud: worker {self.index} waits for worker {stale} of the previous attempt to stop",
+                      file=sys.stderr, flush=True)
+                told = True
+            time.sleep(CHECK_SECONDS / 10)
 
     def look(self) -> int | None:
         """The first peer seen running that is now gone or replaced; None if none is."""
@@ -138,16 +187,29 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.child.kill()
 
+    def stop_child_in_handler(self) -> None:
+        """stop_child for the SIGTERM handler. The main thread it interrupted holds the
+        launcher's Popen wait lock, so Popen.wait here could only sit out its timeout: poll the
+        launcher's exit with waitpid instead (the main thread never returns to its wait)."""
+        child = self.child
+        if child is None or child.returncode is not None:
+            return
+        child.terminate()
+        deadline = time.monotonic() + STOP_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(child.pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:  # reaped already
+                return
+            time.sleep(STOP_POLL_SECONDS)
+        child.kill()
+
     def on_sigterm(self, _signum, _frame) -> None:
-        # Known: stop_child() here waits through the launcher's Popen while the interrupted main
-        # thread holds its wait lock, so this always sits out STOP_SECONDS. Ending at once
-        # instead was tried: the pod's replacement then started while a peer's old pod still
-        # hosted the launcher's rendezvous, and the restart failed. A quick stop needs a new
-        # worker to wait for its peers' new attempt before starting its launcher first.
         self.state = "stopping"
         self.close()  # peers see us gone before our trainers stop
         self.stopping.set()
-        self.stop_child()
+        self.stop_child_in_handler()
         self.stop_copy()
         os._exit(SIGTERM_EXIT_CODE)
 
@@ -167,6 +229,7 @@ class Worker:
     def supervise(self) -> int:
         threading.Thread(target=self.serve, daemon=True).start()
         watcher = threading.Thread(target=self.watch, daemon=True)
+        self.wait_for_the_previous_attempt()
         self.child = subprocess.Popen(self.argv)
         watcher.start()
         code = self.child.wait()

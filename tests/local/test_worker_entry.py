@@ -133,3 +133,51 @@ def test_a_worker_keeps_a_copy_of_its_output_to_its_last_line_on_sigterm(tmp_pat
     assert out + rest == "step 1\nto stderr\nstopping: last words\n"
     [name] = os.listdir(copies)
     assert name.endswith("-uid-0.log") and (copies / name).read_text() == out + rest
+
+
+STUBBORN = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+while not os.path.exists(sys.argv[1]): time.sleep(0.05)
+"""
+LAUNCHED = "import sys; open(sys.argv[1], 'w').close()"
+
+
+def test_a_replacement_starts_no_launcher_while_a_peer_of_the_previous_attempt_runs(tmp_path):
+    """Worker 1's pod is deleted and replaced at once. Worker 0 sees the loss but its launcher
+    (the rendezvous host) ignores SIGTERM and stays until the test's gate opens; all that time
+    the replacement waits, and starts its launcher only once worker 0 has gone."""
+    port, other = free_port(), free_port()
+    step = str(other - port)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    old_gate, launched = tmp_path / "old-gate", tmp_path / "launched"
+    errs = [tmp_path / name for name in ("err-0", "err-1", "err-1-new")]
+
+    def worker(index: int, program: str, *args: str, err: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "paddle_ext.worker", "--index", str(index), "--workers", "2",
+                                 "--peer", "127.0.0.1", "--port", str(port), "--port-step", step, "--",
+                                 sys.executable, "-c", program, *args],
+                                stderr=open(err, "w"), env=env, start_new_session=True)
+
+    procs = [worker(0, STUBBORN, str(old_gate), err=errs[0]),
+             worker(1, PROGRAM, str(tmp_path / "never"), "0", err=errs[1])]
+    try:
+        wait_for(lambda: all("sees all 2 workers running" in err.read_text() for err in errs[:2]), 60,
+                 "both workers seeing each other")
+        procs[1].send_signal(signal.SIGTERM)
+        assert procs[1].wait(timeout=30) == 143
+        procs.append(worker(1, LAUNCHED, str(launched), err=errs[2]))
+        wait_for(lambda: "worker 1 was lost" in errs[0].read_text(), 30, "worker 0 seeing worker 1 lost")
+        wait_for(lambda: "waits for worker 0 of the previous attempt" in errs[2].read_text(), 30,
+                 "the replacement waiting for the old worker 0")
+        assert procs[0].poll() is None and not launched.exists()  # held by the gate: worker 0 still runs
+        old_gate.touch()
+        assert procs[0].wait(timeout=30) == PEER_LOST_EXIT_CODE
+        wait_for(launched.exists, 60, "the replacement starting its launcher")
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=30)
