@@ -18,11 +18,14 @@ A worker that ends keeps answering ("done" or "failed") for LINGER_SECONDS, so i
 see it finished rather than lost. On SIGTERM (its pod is deleted, evicted or preempted) it
 stops answering first, then stops the launcher, and exits 128 + 15.
 
-A worker's answer also names the peers' tokens it has seen, so a replacement tells the
-previous attempt's workers apart: one that has seen another token for the replacement's
-index still runs the old attempt, and will stop once it sees that peer replaced. Until
-none does (at most STALE_WAIT_SECONDS), the replacement does not start its launcher: it
-would join the old attempt's rendezvous at worker 0 and fail with it.
+A worker starts its launcher only once every peer of its attempt answers (at most
+PEERS_WAIT_SECONDS, then it starts anyway). Paddle's launcher dies at once on a peer's name
+that does not resolve yet (worker 0's, the master, or its own), which is the case while a
+replaced pod's successor is not up; a peer that answers has a name that resolves. A worker's
+answer also names the peers' tokens it has seen, so a replacement tells the previous
+attempt's workers apart: one that has seen another token for the replacement's index still
+runs the old attempt, and will stop once it sees that peer replaced; the replacement waits
+for it too, or it would join the old attempt's rendezvous at worker 0 and fail with it.
 
 Where the job's outputs are kept (LOG_COPY_DIR_ENV is set), the worker keeps a copy of the
 container's whole output, its own lines included, to its last line on SIGTERM too
@@ -47,7 +50,9 @@ CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
 LINGER_SECONDS = 2 * CHECK_SECONDS + 2 * CONNECT_SECONDS  # long enough for every peer to look once more
 STOP_SECONDS = 20.0  # for the launcher to stop its trainers after SIGTERM
 STOP_POLL_SECONDS = 0.05
-STALE_WAIT_SECONDS = 3 * LINGER_SECONDS + STOP_SECONDS  # the old attempt's workers see the loss and stop
+# The most a worker waits for its peers before starting its launcher: their pods starting, the
+# old attempt's workers seeing the loss and stopping (3 * LINGER_SECONDS + STOP_SECONDS).
+PEERS_WAIT_SECONDS = 120.0
 ANSWER_MAX_BYTES = 1 << 20
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
@@ -125,24 +130,32 @@ class Worker:
                 seen[int(peer)] = token
         return fields[0], fields[1], seen
 
-    def stale_peer(self) -> int | None:
-        """A peer still running the previous attempt (it has seen another token for our index)."""
+    def waiting_for(self) -> str | None:
+        """What this worker's launcher must not start without yet (see the module's doc), in
+        words, or None: a peer that does not answer, one still running the previous attempt,
+        or this worker's own name not resolving."""
         for index in range(self.workers):
             if index != self.index:
                 answer = self.ask_whole(index)
-                if answer is not None and answer[2].get(self.index, self.token) != self.token:
-                    return index
+                if answer is None:
+                    return f"worker {index} to answer"
+                if answer[2].get(self.index, self.token) != self.token:
+                    return f"worker {index} of the previous attempt to stop"
+        host = self.address(self.index)[0]
+        try:
+            socket.getaddrinfo(host, None)
+        except OSError:
+            return f"its own name {host} to resolve"
         return None
 
-    def wait_for_the_previous_attempt(self) -> None:
-        """Start no launcher while a peer of the previous attempt runs (see the module's doc)."""
-        deadline = time.monotonic() + STALE_WAIT_SECONDS
-        told = False
-        while (stale := self.stale_peer()) is not None and time.monotonic() < deadline:
-            if not told:
-                print(f"paddlecloud: worker {self.index} waits for worker {stale} of the previous attempt to stop",
-                      file=sys.stderr, flush=True)
-                told = True
+    def wait_for_the_peers(self) -> None:
+        """Start no launcher before every peer of this attempt answers (at most PEERS_WAIT_SECONDS)."""
+        deadline = time.monotonic() + PEERS_WAIT_SECONDS
+        told = set()
+        while (waiting := self.waiting_for()) is not None and time.monotonic() < deadline:
+            if waiting not in told:
+                print(f"paddlecloud: worker {self.index} waits for {waiting}", file=sys.stderr, flush=True)
+                told.add(waiting)
             time.sleep(CHECK_SECONDS / 10)
 
     def look(self) -> int | None:
@@ -229,7 +242,7 @@ class Worker:
     def supervise(self) -> int:
         threading.Thread(target=self.serve, daemon=True).start()
         watcher = threading.Thread(target=self.watch, daemon=True)
-        self.wait_for_the_previous_attempt()
+        self.wait_for_the_peers()
         self.child = subprocess.Popen(self.argv)
         watcher.start()
         code = self.child.wait()

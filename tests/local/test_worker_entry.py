@@ -146,7 +146,8 @@ LAUNCHED = "import sys; open(sys.argv[1], 'w').close()"
 def test_a_replacement_starts_no_launcher_while_a_peer_of_the_previous_attempt_runs(tmp_path):
     """Worker 1's pod is deleted and replaced at once. Worker 0 sees the loss but its launcher
     (the rendezvous host) ignores SIGTERM and stays until the test's gate opens; all that time
-    the replacement waits, and starts its launcher only once worker 0 has gone."""
+    the replacement waits. Once worker 0 has gone it still waits, for worker 0's own
+    replacement to answer, and only then starts its launcher."""
     port, other = free_port(), free_port()
     step = str(other - port)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -173,6 +174,10 @@ def test_a_replacement_starts_no_launcher_while_a_peer_of_the_previous_attempt_r
         assert procs[0].poll() is None and not launched.exists()  # held by the gate: worker 0 still runs
         old_gate.touch()
         assert procs[0].wait(timeout=30) == PEER_LOST_EXIT_CODE
+        wait_for(lambda: "waits for worker 0 to answer" in errs[2].read_text(), 30,
+                 "the replacement waiting for worker 0's replacement")
+        assert not launched.exists()
+        procs.append(worker(0, PROGRAM, str(tmp_path / "never"), "0", err=tmp_path / "err-0-new"))
         wait_for(launched.exists, 60, "the replacement starting its launcher")
     finally:
         for proc in procs:
