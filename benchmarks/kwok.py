@@ -42,6 +42,7 @@ from paddle_ext.spec import JobSpec  # noqa: E402
 
 LOGS_NS, LIST_NS, SUBMIT_NS, EMPTY_NS = "bench-logs", "bench-list", "bench-submit", "bench-empty"
 LOG_JOB = "bench-logs"
+START_SECONDS, START_SECONDS_PER_NODE = 120.0, 1.0  # the cluster's start: base, and per KWOK node
 
 
 class KwokBench:
@@ -58,7 +59,9 @@ class KwokBench:
 
     def __enter__(self):
         t0 = time.monotonic()
-        self.cluster.start()
+        # The cluster's own 120 s is for a few nodes; KWOK brings hundreds Ready one lease at a
+        # time (500 nodes were not all Ready after 120 s on 2 CPUs).
+        self.cluster.start(timeout=START_SECONDS + START_SECONDS_PER_NODE * len(self.cluster.node_names))
         log(f"KWOK cluster ready in {time.monotonic() - t0:.1f}s at {self.cluster.server}")
         assert self.cluster.server.startswith("https://127.0.0.1:")
         self.env = {**os.environ, "KUBECONFIG": self.cluster.kubeconfig}
