@@ -31,7 +31,7 @@ from common import REPO, Row, Section, fmt_mib, fmt_ratio, fmt_s, interleave, lo
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from tools.k8s.cluster import Cluster, cri_log_lines  # noqa: E402
+from tools.k8s.cluster import KWOK_TIMEOUT, Cluster, cri_log_lines  # noqa: E402
 
 from paddle_ext.backends.kubernetes import KubernetesBackend  # noqa: E402
 from paddle_ext.cli import LIST_COLUMNS  # noqa: E402
@@ -42,7 +42,7 @@ from paddle_ext.spec import JobSpec  # noqa: E402
 
 LOGS_NS, LIST_NS, SUBMIT_NS, EMPTY_NS = "bench-logs", "bench-list", "bench-submit", "bench-empty"
 LOG_JOB = "bench-logs"
-START_SECONDS, START_SECONDS_PER_NODE = 120.0, 1.0  # the cluster's start: base, and per KWOK node
+START_SECONDS_PER_NODE = 1.0  # the cluster's start waits this much more per KWOK node
 
 
 class KwokBench:
@@ -59,9 +59,9 @@ class KwokBench:
 
     def __enter__(self):
         t0 = time.monotonic()
-        # The cluster's own 120 s is for a few nodes; KWOK brings hundreds Ready one lease at a
+        # The cluster's own wait is for a few nodes; KWOK brings hundreds Ready one lease at a
         # time (500 nodes were not all Ready after 120 s on 2 CPUs).
-        self.cluster.start(timeout=START_SECONDS + START_SECONDS_PER_NODE * len(self.cluster.node_names))
+        self.cluster.start(timeout=KWOK_TIMEOUT + START_SECONDS_PER_NODE * len(self.cluster.node_names))
         log(f"KWOK cluster ready in {time.monotonic() - t0:.1f}s at {self.cluster.server}")
         assert self.cluster.server.startswith("https://127.0.0.1:")
         self.env = {**os.environ, "KUBECONFIG": self.cluster.kubeconfig}

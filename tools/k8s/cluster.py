@@ -68,6 +68,7 @@ KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # KWOK manages the nodes 
 IMAGE_REFS = {"worker": images.WORKER_REF, "notebook": images.NOTEBOOK_REF, "hub": images.HUB_REF,
               "proxy": images.PROXY_REF, "pause": images.PAUSE_REF}
 REAL_NODE_TIMEOUT = 900.0  # a cold start imports ~3 GB of images into containerd
+KWOK_TIMEOUT = 120.0  # a start without the real node: the control plane and a few KWOK nodes
 
 
 class ClusterError(RuntimeError):
@@ -362,7 +363,7 @@ class Cluster:
         if os.path.exists(self.pids_file) and any(
                 pid_alive(i["pid"]) for i in read_json(self.pids_file).values()):
             raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
-        deadline = time.monotonic() + (timeout or (REAL_NODE_TIMEOUT if self.real_node else 120.0))
+        deadline = time.monotonic() + (timeout or (REAL_NODE_TIMEOUT if self.real_node else KWOK_TIMEOUT))
         if self.real_node:  # the machine lock and the bridge come before anything binds 198.18.0.1
             try:
                 self.real_node.prepare()
