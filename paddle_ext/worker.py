@@ -50,8 +50,8 @@ CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
 LINGER_SECONDS = 2 * CHECK_SECONDS + 2 * CONNECT_SECONDS  # long enough for every peer to look once more
 STOP_SECONDS = 20.0  # for the launcher to stop its trainers after SIGTERM
 STOP_POLL_SECONDS = 0.05
-# The most a worker waits for its peers before starting its launcher: their pods starting, the
-# old attempt's workers seeing the loss and stopping (3 * LINGER_SECONDS + STOP_SECONDS).
+# The most a worker waits for its peers before starting its launcher: their pods starting, and
+# the old attempt's workers seeing the loss and stopping (up to 3 * LINGER_SECONDS + STOP_SECONDS).
 PEERS_WAIT_SECONDS = 120.0
 ANSWER_MAX_BYTES = 1 << 20
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
