@@ -11,6 +11,12 @@ trainers. The launcher is still what runs the trainers (its environment, rendezv
 restarts); only its copy of their output is left out (its standard output), its own
 messages (standard error) are kept.
 
+The launcher starts only once the names it dials resolve: the master's (`--master`) and its
+own (`--host`), at most NAMES_WAIT_SECONDS. Paddle's launcher resolves them on each try to
+reach the master and dies at once on a resolver error, and a worker's name is in the cluster's
+DNS only once its pod has an address: a worker whose pod starts before worker 0's would
+otherwise fail the job (as would a replaced worker 0 on its own name).
+
 Where the job's outputs are kept, the worker's first process of ours also keeps a copy of
 the container's whole output (`OutputCopy`): one file per pod under LOG_COPY_DIR_ENV, so
 that an attempt whose pod is deleted (a preemption, a requeue) still has its log
@@ -43,6 +49,9 @@ POLL_SECONDS = 0.02  # without inotify
 LOG_COPY_DIR_ENV = "PADDLECLOUD_LOG_COPY_DIR"  # = paddle_ext.constants.LOG_COPY_DIR_ENV
 POD_UID_ENV = "PADDLECLOUD_POD_UID"  # = paddle_ext.constants.POD_UID_ENV
 COPY_DRAIN_SECONDS = 10.0  # at the end, for what is still in the copy's pipe
+LAUNCHER_MODULE = "paddle.distributed.launch"
+NAMES_WAIT_SECONDS = 120.0  # then the launcher starts anyway, and says why it cannot go on
+NAMES_CHECK_SECONDS = 0.3
 
 _IN_MODIFY, _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x8, 0x80, 0x100
 
@@ -260,6 +269,51 @@ class OutputCopy:
                 os.close(self.file)
 
 
+def dialled_names(argv: list[str], environ: dict[str, str]) -> list[str]:
+    """The host names Paddle's launcher `argv` resolves as it starts: the master's
+    (`--master HOST:PORT`, else PADDLE_MASTER where an operator sets it) and its own
+    (`--host HOST`), read from the launcher's own options only (each takes a value; the
+    user's command follows them). None for another command."""
+    if LAUNCHER_MODULE not in argv:
+        return []
+    options = argv[argv.index(LAUNCHER_MODULE) + 1:]
+    given: dict[str, str] = {}
+    for option, value in zip(options[::2], options[1::2]):
+        if not option.startswith("--"):
+            break
+        given[option] = value
+    master = given.get("--master") or environ.get("PADDLE_MASTER", "")
+    names = [master.rpartition(":")[0] or master, given.get("--host", "")]
+    return [name for name in dict.fromkeys(names) if name]
+
+
+def _resolves(name: str) -> bool:
+    try:
+        socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):  # UnicodeError: not a name at all (an empty label)
+        return False
+    return True
+
+
+def wait_for_names(names: list[str], stopped=lambda: False, resolves=_resolves, clock=time.monotonic,
+                   sleep=time.sleep, limit: float = NAMES_WAIT_SECONDS) -> list[str]:
+    """Wait until every one of `names` resolves, at most `limit` seconds and not once
+    `stopped()`, saying once on standard error each name it waits for; the names that
+    still do not resolve."""
+    deadline = clock() + limit
+    told = set()
+    while True:
+        waiting = [name for name in names if not resolves(name)]
+        if not waiting or stopped() or clock() >= deadline:
+            return waiting
+        for name in waiting:
+            if name not in told:
+                print(f"paddlecloud: waits for the name {name} to resolve (its pod is starting)",
+                      file=sys.stderr, flush=True)
+                told.add(name)
+        sleep(NAMES_CHECK_SECONDS)
+
+
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -267,7 +321,8 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
     """Run the launcher `argv` with every trainer's lines relayed to our standard output,
     its own messages on our standard error and its copy of local rank 0's output left out;
     the signals a container's stop sends are passed on to it (as the container's first
-    process we would otherwise ignore them). Its exit code, 128 + N for a signal N."""
+    process we would otherwise ignore them). Its exit code, 128 + N for a signal N. The
+    launcher starts once the names it dials resolve (wait_for_names)."""
     children: list[subprocess.Popen] = []
     early: list[int] = []  # a stop that came before the launcher did
 
@@ -280,6 +335,14 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, forward)
     copy = OutputCopy.from_environment()
+    unresolved = wait_for_names(dialled_names(argv, dict(os.environ)), stopped=lambda: bool(early))
+    if early:  # stopped before the launcher started: nothing to stop
+        if copy is not None:
+            copy.stop()
+        return 128 + early[0]
+    if unresolved:
+        print(f"paddlecloud: {', '.join(unresolved)} still not resolving after {NAMES_WAIT_SECONDS:.0f} s; "
+              "starting the launcher anyway", file=sys.stderr, flush=True)
     relay = TrainerLogRelay(log_dir, ranks, sys.stdout.fileno())
     try:
         children.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))

@@ -20,8 +20,9 @@ stops answering first, then stops the launcher, and exits 128 + 15.
 
 A worker starts its launcher only once every peer of its attempt answers (at most
 PEERS_WAIT_SECONDS, then it starts anyway). Paddle's launcher dies at once on a peer's name
-that does not resolve yet (worker 0's, the master, or its own), which is the case while a
-replaced pod's successor is not up; a peer that answers has a name that resolves. A worker's
+that does not resolve yet (worker 0's, the master), which is the case while a replaced pod's
+successor is not up; a peer that answers has a name that resolves (the relay that runs the
+launcher waits for the names it dials too, its own among them: paddle_ext.trainer_logs). A worker's
 answer also names the peers' tokens it has seen, so a replacement tells the previous
 attempt's workers apart: one that has seen another token for the replacement's index still
 runs the old attempt, and will stop once it sees that peer replaced; the replacement waits
@@ -105,12 +106,7 @@ class Worker:
     def address(self, index: int) -> tuple[str, int]:
         return self.peer.replace("{i}", str(index)), self.base_port + index * self.port_step
 
-    def ask(self, index: int) -> tuple[str, str] | None:
-        """(state, token) of a peer, or None when it does not answer."""
-        answer = self.ask_whole(index)
-        return None if answer is None else answer[:2]
-
-    def ask_whole(self, index: int) -> tuple[str, str, dict[int, str]] | None:
+    def ask(self, index: int) -> tuple[str, str, dict[int, str]] | None:
         """(state, token, the tokens it has seen by index) of a peer, or None when it does not answer."""
         data = b""
         try:
@@ -132,20 +128,14 @@ class Worker:
 
     def waiting_for(self) -> str | None:
         """What this worker's launcher must not start without yet (see the module's doc), in
-        words, or None: a peer that does not answer, one still running the previous attempt,
-        or this worker's own name not resolving."""
+        words, or None: a peer that does not answer, or one still running the previous attempt."""
         for index in range(self.workers):
             if index != self.index:
-                answer = self.ask_whole(index)
+                answer = self.ask(index)
                 if answer is None:
                     return f"worker {index} to answer"
                 if answer[2].get(self.index, self.token) != self.token:
                     return f"worker {index} of the previous attempt to stop"
-        host = self.address(self.index)[0]
-        try:
-            socket.getaddrinfo(host, None)
-        except OSError:
-            return f"its own name {host} to resolve"
         return None
 
     def wait_for_the_peers(self) -> None:
@@ -168,7 +158,7 @@ class Worker:
                 if index in self.seen:
                     return index
                 continue
-            state, token = answer
+            state, token, _ = answer
             if index in self.seen and token != self.seen[index]:
                 return index
             if state == "running":

@@ -249,3 +249,70 @@ def test_the_standalone_copy_of_the_environment_names_is_the_packages():
 
     assert (trainer_logs.LOG_COPY_DIR_ENV, trainer_logs.POD_UID_ENV) == (constants.LOG_COPY_DIR_ENV,
                                                                           constants.POD_UID_ENV)
+
+
+def test_the_names_the_launcher_dials_are_the_masters_and_its_own_not_the_users_arguments():
+    from paddle_ext.manifests import ManifestSettings, indexed_job
+    from paddle_ext.spec import JobSpec
+    from paddle_ext.trainer_logs import dialled_names
+
+    spec = JobSpec(name="train-x", command=["train.py", "--master", "mine:1", "--host", "h"], workers=2)
+    command = indexed_job(spec, ManifestSettings(namespace="ns", image="img"))["spec"]["template"]["spec"][
+        "containers"][0]["command"]
+    assert dialled_names(command, {}) == ["train-x-0.train-x", "train-x-$(JOB_COMPLETION_INDEX).train-x"]
+    launcher = ["python", "-m", "paddle.distributed.launch", "--nproc_per_node", "1", "train.py"]
+    assert dialled_names(launcher, {"PADDLE_MASTER": "job-master-0:36543"}) == ["job-master-0"]  # an operator's
+    assert dialled_names(launcher, {}) == []
+    assert dialled_names(["python", "train.py", "--master", "m:1"], {}) == []  # not the launcher
+
+
+def test_the_launcher_waits_until_the_names_it_dials_resolve_and_says_so_once(capsys):
+    from paddle_ext.trainer_logs import NAMES_CHECK_SECONDS, wait_for_names
+
+    asked = []
+    pod_up = {"w-0.w": False, "w-1.w": True}
+
+    def resolves(name):
+        asked.append(name)
+        if len(asked) == 5:  # worker 0's pod gets its address while we wait
+            pod_up["w-0.w"] = True
+        return pod_up[name]
+
+    slept = []
+    assert wait_for_names(["w-0.w", "w-1.w"], resolves=resolves, sleep=slept.append) == []
+    assert slept == [NAMES_CHECK_SECONDS, NAMES_CHECK_SECONDS]
+    assert capsys.readouterr().err == "paddlecloud: waits for the name w-0.w to resolve (its pod is starting)\n"
+
+
+def test_the_wait_for_names_ends_at_its_limit_or_on_a_stop():
+    from paddle_ext.trainer_logs import wait_for_names
+
+    clock = iter(range(100))
+    assert wait_for_names(["w-0.w"], resolves=lambda name: False, clock=lambda: next(clock), sleep=lambda s: None,
+                          limit=10) == ["w-0.w"]
+    assert next(clock) == 11  # the deadline set at 0, looked at 1..10: it gave up at the limit, not before
+    stops = iter([False, False, True])
+    assert wait_for_names(["w-0.w"], stopped=lambda: next(stops), resolves=lambda name: False,
+                          sleep=lambda s: None) == ["w-0.w"]
+
+
+def test_a_stop_while_a_name_does_not_resolve_ends_the_container_without_its_launcher(tmp_path):
+    """A name with an empty label never resolves (and no lookup leaves the machine)."""
+    import signal
+    import subprocess
+    import sys
+
+    started = tmp_path / "launcher-started"
+    launcher = [sys.executable, "-c", f"open({str(started)!r}, 'w')", "paddle.distributed.launch",
+                "--master", "worker..never:8090", "--host", "localhost"]
+    proc = subprocess.Popen([sys.executable, "-m", "paddle_ext.trainer_logs", str(tmp_path / "launch"), "1", "--",
+                             *launcher], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline() == ("paddlecloud: waits for the name worker..never to resolve "
+                                          "(its pod is starting)\n")  # blocks until said (pytest-timeout bounds it)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (128 + signal.SIGTERM, "")
+    assert not started.exists()
