@@ -7,8 +7,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PORT ?= 8000
 export PADDLECLOUD_HOME ?= $(HOME)/.paddlecloud
-# Python dependencies are reinstalled only when pyproject.toml changes.
-VENV_STAMP := $(VENV)/.stamp-$(shell sha1sum pyproject.toml | cut -c1-12)
+# Python dependencies are reinstalled only when pyproject.toml (or what we leave out) changes.
+PIP_LEAVE_OUT := images/pip-leave-out.txt
+VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml $(PIP_LEAVE_OUT) | sha1sum | cut -c1-12)
 CHP := node_modules/.bin/configurable-http-proxy
 # Every tier runs in a random order (pytest-randomly, jest --randomize): tests must pass in
 # any order. One seed serves a whole `make test` and each tier prints it; replay a failure
@@ -30,10 +31,11 @@ help:
 
 setup: $(VENV_STAMP) $(CHP) labext
 
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml $(PIP_LEAVE_OUT)
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[hub,paddle,test,docs]'
+	$(VPY) -m pip uninstall -y -q -r $(PIP_LEAVE_OUT)
 	rm -f $(VENV)/.stamp-* && touch $@
 
 $(CHP): package.json

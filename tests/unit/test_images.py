@@ -68,3 +68,31 @@ def test_the_worker_images_part_of_the_package_needs_only_itself_and_the_standar
                 for module in modules:
                     assert module.split(".")[0] in sys.stdlib_module_names or module == "__future__", \
                         f"{source} imports {module}"
+
+
+def left_out() -> list[str]:
+    text = (REPO / "images" / "pip-leave-out.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("image", ["hub", "notebook"])
+def test_the_jupyter_images_remove_what_we_leave_out_after_their_last_install(image):
+    runs = [args for op, args in instructions(REPO / "images" / image / "Dockerfile") if op == "RUN"]
+    installs = [at for at, run in enumerate(runs) if "pip install" in run]
+    removal = [at for at, run in enumerate(runs) if "pip uninstall -y -r /src/pip-leave-out.txt" in run]
+    assert left_out() and removal and removal[-1] >= installs[-1]
+    last = runs[removal[-1]]
+    assert last.index("pip uninstall") > last.rindex("pip install")
+
+
+def test_a_hub_or_jupyter_server_starts_without_importing_what_we_leave_out():
+    """The dev venv as `make setup` leaves it: what JupyterHub and a notebook server import at
+    their start, minus the packages of pip-leave-out.txt (rfc3987-syntax: 1.1 s each start)."""
+    import subprocess
+    import sys
+
+    modules = [name.replace("-", "_") for name in left_out()]
+    found = subprocess.run([sys.executable, "-c", "import sys, jupyterhub.app, jupyter_server.serverapp; "
+                            f"print([m for m in sys.modules if m.split('.')[0] in {modules!r}])"],
+                           capture_output=True, text=True, timeout=120)
+    assert (found.returncode, found.stdout, found.stderr) == (0, "[]\n", "")
