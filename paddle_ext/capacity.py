@@ -16,8 +16,11 @@ from .constants import GPU_RESOURCE
 from .quantity import format_quantity, parse_quantity
 
 FINISHED_POD_PHASES = ("Succeeded", "Failed")
+LIVE_POD_PHASES = ("Pending", "Running", "Unknown")
 # The API server's field selector for pods not yet finished (live pods hold their requests).
 LIVE_PODS_SELECTOR = ",".join(f"status.phase!={phase}" for phase in FINISHED_POD_PHASES)
+# ... and for finished ones (a selector cannot say "one of"; a pod with no phase yet matches both).
+FINISHED_PODS_SELECTOR = ",".join(f"status.phase!={phase}" for phase in LIVE_POD_PHASES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,8 +57,8 @@ from ..constants import (DEFAULT_JOB_KIND, GPU_RESOURCE, HUB_API_PORT, KUEUE_ENV
                          OBJECT_QUOTA_ENV, QUOTA_STORE_ENV, SITE_DEFAULT_QUOTA_ENV, USER_NAMESPACE_TEMPLATE, paddlecloud_home)
 from ..errors import PaddleCloudError
 from ..jobkinds import JOB_KINDS
-from ..kubeapi import KubeApi, KubeApiError, KubeUnreachable
-from ..quota.model import FIELDS, JobUsage, Limits, QuotaConfig, QuotaInputError, QuotaReport, resolve
+from ..kubeapi import KubeApi
+from ..quota.model import FIELDS, Limits, QuotaConfig, QuotaInputError, QuotaReport, resolve
 from ..quota.queues import QueuePolicy, team_queues
 from ..quota.store import KubernetesQuotaStore, LocalQuotaStore, default_quota_file
 from ..timestamps import now
@@ -380,19 +380,11 @@ class QuotaService(Application):
         return overview(capacity, user_jobs, now(), errors, queues=queues)
 
     async def _jobs_and_capacity(self) -> tuple[dict[str, tuple[list[str], list]], dict[str, str], dict]:
-        """Each user's (groups, jobs), why a user's jobs could not be read, and the capacity:
-        read together where it does not need the running jobs (Kubernetes: the nodes' pods)."""
-        if self.usage_source.capacity_needs_jobs:
-            user_jobs, errors = await self._user_jobs()
-            running = [JobUsage.of(job.name, job.spec) for _, jobs in user_jobs.values() for job in jobs
-                       if job.holds_resources]
-            return user_jobs, errors, await self._capacity(running)
-        (user_jobs, errors), capacity = await asyncio.gather(self._user_jobs(), self._capacity([]))
-        return user_jobs, errors, capacity
-
-    async def _user_jobs(self) -> tuple[dict[str, tuple[list[str], list]], dict[str, str]]:
+        """Each user's (groups, jobs), why a user's jobs could not be read, and the capacity
+        (the usage source reads both as suits it: jobs_and_capacity)."""
         users = await self.directory.users()
-        found = await self.usage_source.jobs_of([user["name"] for user in users], self.usage_concurrency)
+        found, capacity = await self.usage_source.jobs_and_capacity([user["name"] for user in users],
+                                                                    self.usage_concurrency)
         user_jobs, errors = {}, {}
         for user in users:
             jobs = found[user["name"]]
@@ -400,15 +392,7 @@ class QuotaService(Application):
                 errors[user["name"]] = jobs.message
                 jobs = []
             user_jobs[user["name"]] = (user.get("groups") or [], jobs)
-        return user_jobs, errors
-
-    async def _capacity(self, running: list[JobUsage]) -> dict:
-        try:
-            return await self.usage_source.capacity(running)
-        except (KubeApiError, KubeUnreachable) as exc:
-            self.log.warning("Cannot read the cluster's nodes and pods: %s", exc)
-            return {"source": self.store_kind, "nodes": [], "total": None,
-                    "error": f"Cannot read the cluster's nodes and pods: {exc}"}
+        return user_jobs, errors, capacity
 
     async def cancel_job(self, admin: str, user: str, job: str) -> dict:
         """Cancel `user`'s job `job` on behalf of `admin`, and say so in the log."""

@@ -2,22 +2,24 @@
 embedded default) or their namespace (Kubernetes); and what the whole cluster has, for
 the admin overview.
 
-The pages about every user read them all at once (`jobs_of`, `reports`): on Kubernetes with
-a few cluster-wide lists, whatever the number of users; elsewhere, or where the service may
-not list across namespaces, user by user, `concurrency` at a time."""
+The pages about every user read them all at once (`jobs_and_capacity`, `reports`): on
+Kubernetes with a few cluster-wide lists, whatever the number of users, the live pods read
+once per page for what they say about both the jobs and the nodes or quotas; elsewhere, or
+where the service may not list across namespaces, user by user, `concurrency` at a time."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 from decimal import Decimal
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Iterable, Mapping, TypeVar
 
 from ..backends.kubernetes_status import by_namespace, open_job_pods, open_jobs, refusals_needed, views_by_namespace
 from ..backends.registry import KUBERNETES, LOCAL, backend_class
-from ..capacity import LIVE_PODS_SELECTOR, NodeUsage, Resources, node_usage, total
+from ..capacity import FINISHED_PODS_SELECTOR, LIVE_PODS_SELECTOR, NodeUsage, Resources, node_usage, total
 from ..constants import DEFAULT_JOB_KIND
 from ..errors import Forbidden, PaddleCloudError
 from ..jobkinds import JOB_KINDS, JobKind
@@ -52,10 +54,24 @@ async def per_user(usernames: Iterable[str], read: Callable[[str], Awaitable[T]]
     return dict(await asyncio.gather(*(one(username) for username in usernames)))
 
 
+def capacity_error(source: str, message: str) -> dict:
+    """The overview's capacity section when the cluster's nodes and pods cannot be read."""
+    log.warning("Cannot read the cluster's nodes and pods: %s", message)
+    return {"source": source, "nodes": [], "total": None, "error": f"Cannot read the cluster's nodes and pods: {message}"}
+
+
+def latest_of_each(reads: Iterable[list[dict]]) -> list[dict]:
+    """The objects of several lists, each once (by uid): as the last list that has it says."""
+    found: dict[str, dict] = {}
+    for items in reads:
+        for obj in items:
+            metadata = obj.get("metadata") or {}
+            found[metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}"] = obj
+    return list(found.values())
+
+
 class LocalUsage:
     """Usage from each user's job folder (the local hub's layout: `home_template`)."""
-
-    capacity_needs_jobs = True  # this machine's use is what the running jobs ask for
 
     def __init__(self, home_template: str, home: str):
         self.home_template = home_template
@@ -80,6 +96,15 @@ class LocalUsage:
                       ) -> dict[str, QuotaReport | PaddleCloudError]:
         return await per_user(effective, lambda username: self.report(username, effective[username]), concurrency)
 
+    async def jobs_and_capacity(self, usernames: Iterable[str], concurrency: int
+                                ) -> tuple[dict[str, list[Job] | PaddleCloudError], dict]:
+        """Each user's jobs (jobs_of) and this machine's capacity, whose use is what their
+        running jobs ask for."""
+        found = await self.jobs_of(usernames, concurrency)
+        running = [JobUsage.of(job.name, job.spec) for jobs in found.values() if isinstance(jobs, list)
+                   for job in jobs if job.holds_resources]
+        return found, await self.capacity(running)
+
     async def capacity(self, running: list[JobUsage]) -> dict:
         """This machine: its CPUs and memory, no GPUs; used = what the running jobs ask for."""
         memory = Decimal(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -95,8 +120,6 @@ class KubernetesUsage:
     the job as its kind says. Reading usage changes nothing in the cluster: a job whose
     workers Kubernetes refuses for good reads as failed here, and is stopped when its
     user's own listing reads it (KubernetesBackend.list)."""
-
-    capacity_needs_jobs = False  # the nodes' pods say what is in use: read together with the jobs
 
     def __init__(self, api: KubeApi, namespace_template: str, gpu_resource: str, job_kind: str = DEFAULT_JOB_KIND):
         self.api = api
@@ -163,34 +186,49 @@ class KubernetesUsage:
                               **params)
         return data.get("items", [])
 
-    async def _views(self, namespaces: Iterable[str]) -> dict[str, list[Job]]:
+    @contextlib.asynccontextmanager
+    async def _live_pods(self) -> AsyncIterator[asyncio.Future[list[dict]]]:
+        """One read of every live pod in the cluster (they hold their requests), for the parts of
+        a page that await it: the jobs' running workers and what the nodes or quotas count.
+        Stopped at the end if still running (a part failed before it awaited)."""
+        live = asyncio.ensure_future(self._list("list pods", api_path("v1", "pods"), fieldSelector=LIVE_PODS_SELECTOR))
+        try:
+            yield live
+        finally:
+            live.cancel()
+            if live.done() and not live.cancelled():
+                live.exception()  # seen: an error no part awaited is not worth a log line of its own
+
+    async def _views(self, namespaces: Iterable[str], live_pods: Awaitable[list[dict]]) -> dict[str, list[Job]]:
         """The job views of every one of `namespaces`, as each namespace's own listing reads them
         (KubernetesBackend.list_views, without Kueue's view: the service sets no queue), from
-        one list of our jobs, the pods of those not succeeded (a list per MAX_NAMES_IN_SELECTOR
-        names) and, only when a job waits without pods, one list of FailedCreate events."""
+        one list of our jobs, the cluster's `live_pods` and the finished pods of the jobs not
+        succeeded (a list per MAX_NAMES_IN_SELECTOR names; most of those jobs' pods are live, so
+        these are short) and, only when a job waits without pods, one list of FailedCreate events."""
         namespaces = list(namespaces)
         kind = self.kind
         jobs = by_namespace(await self._list("list jobs", api_path(kind.api_version, kind.plural),
                                              labelSelector=label_selector()), namespaces)
         names = sorted({name for namespace_jobs in jobs.values() for name in open_jobs(kind, namespace_jobs)})
-        found = await asyncio.gather(*(
-            self._list("list pods", api_path("v1", "pods"), labelSelector=jobs_selector(names[at:at + MAX_NAMES_IN_SELECTOR]))
+        live = await live_pods  # before the finished ones: a pod that ends in between is in both, not in neither
+        finished = await asyncio.gather(*(
+            self._list("list pods", api_path("v1", "pods"), labelSelector=jobs_selector(names[at:at + MAX_NAMES_IN_SELECTOR]),
+                       fieldSelector=FINISHED_PODS_SELECTOR)
             for at in range(0, len(names), MAX_NAMES_IN_SELECTOR)))
-        pods = by_namespace((pod for items in found for pod in items), namespaces)
+        pods = by_namespace(latest_of_each([live, *finished]), namespaces)
         refusals: list[dict] = []
         if any(refusals_needed(kind, jobs[namespace], open_job_pods(kind, jobs[namespace], pods[namespace]))
                for namespace in jobs):
             refusals = await self._list("list events", api_path("v1", "events"), "get", fieldSelector="reason=FailedCreate")
         return views_by_namespace(jobs, pods, by_namespace(refusals, namespaces), kind=kind, gpu_resource=self.gpu_resource)
 
-    async def _in_use(self, namespaces: Iterable[str]) -> dict[str, dict[str, Decimal]]:
+    async def _in_use(self, namespaces: Iterable[str], live_pods: Awaitable[list[dict]]) -> dict[str, dict[str, Decimal]]:
         """What each of `namespaces` has in use (KubernetesBackend.quota_in_namespace), from one
-        list of ResourceQuotas and one of live pods."""
+        list of ResourceQuotas and the cluster's `live_pods`."""
         from ..backends.kubernetes import namespace_quota
 
-        quotas, pods = await asyncio.gather(
-            self._list("read resource quotas", api_path("v1", "resourcequotas")),
-            self._list("list pods", api_path("v1", "pods"), fieldSelector=LIVE_PODS_SELECTOR))
+        quotas, pods = await asyncio.gather(self._list("read resource quotas", api_path("v1", "resourcequotas")),
+                                            live_pods)
         quotas_in, pods_in = by_namespace(quotas, namespaces), by_namespace(pods, namespaces)
         return {namespace: namespace_quota(quotas_in[namespace], pods_in[namespace], self.gpu_resource)[1]
                 for namespace in quotas_in}
@@ -198,10 +236,15 @@ class KubernetesUsage:
     async def jobs_of(self, usernames: Iterable[str], concurrency: int) -> dict[str, list[Job] | PaddleCloudError]:
         """Each user's jobs, or why they cannot be read (NoNamespace: no valid namespace name).
         Objects outside the users' namespaces are ignored."""
+        async with self._live_pods() as live:
+            return await self._jobs_of(usernames, concurrency, live)
+
+    async def _jobs_of(self, usernames: Iterable[str], concurrency: int, live_pods: Awaitable[list[dict]]
+                       ) -> dict[str, list[Job] | PaddleCloudError]:
         usernames = list(usernames)
         namespaces, answers = self._namespaces(usernames)
         try:
-            views = await self._views(namespaces)
+            views = await self._views(namespaces, live_pods)
         except Forbidden as exc:
             self._read_per_user(exc)
             return await per_user(usernames, self.jobs, concurrency)
@@ -211,12 +254,20 @@ class KubernetesUsage:
             answers.update((username, views[namespace]) for username in users)
         return answers
 
+    async def jobs_and_capacity(self, usernames: Iterable[str], concurrency: int
+                                ) -> tuple[dict[str, list[Job] | PaddleCloudError], dict]:
+        """Each user's jobs (jobs_of) and the cluster's capacity, from one read of the live pods."""
+        async with self._live_pods() as live:
+            return await asyncio.gather(self._jobs_of(usernames, concurrency, live), self._capacity(live))
+
     async def reports(self, effective: Mapping[str, Effective], concurrency: int
                       ) -> dict[str, QuotaReport | PaddleCloudError]:
         """Each user's QuotaReport under their `effective` limits, as report() reads it, or why
         it cannot be read (NoNamespace)."""
         namespaces, answers = self._namespaces(effective)
-        views, in_use = await asyncio.gather(self._views(namespaces), self._in_use(namespaces), return_exceptions=True)
+        async with self._live_pods() as live:
+            views, in_use = await asyncio.gather(self._views(namespaces, live), self._in_use(namespaces, live),
+                                                 return_exceptions=True)
         denied = next((found for found in (views, in_use) if isinstance(found, Forbidden)), None)
         if denied is not None:
             self._read_per_user(denied)
@@ -231,10 +282,11 @@ class KubernetesUsage:
             answers.update((username, report(username, effective[username], jobs, at, used)) for username in users)
         return answers
 
-    async def capacity(self, running: list[JobUsage]) -> dict:
+    async def _capacity(self, live_pods: Awaitable[list[dict]]) -> dict:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""
-        nodes, pods = (found.get("items", []) for found in await asyncio.gather(
-            self.api.list(api_path("v1", "nodes")),
-            self.api.list(api_path("v1", "pods"), fieldSelector=LIVE_PODS_SELECTOR)))
+        try:
+            nodes, pods = await asyncio.gather(self._list("list nodes", api_path("v1", "nodes")), live_pods)
+        except PaddleCloudError as exc:
+            return capacity_error(KUBERNETES, exc.message)
         usage = node_usage(nodes, pods, self.gpu_resource)
         return {"source": KUBERNETES, "nodes": [node.to_dict() for node in usage], "total": total(usage)}

@@ -14,6 +14,7 @@ import re
 import pytest
 
 from mergepatch import merge_patch
+from paddle_ext.capacity import LIVE_PODS_SELECTOR
 from paddle_ext.constants import JOB_LABEL, QUOTA_NAME, SPEC_ANNOTATION
 from paddle_ext.errors import NoNamespace
 from paddle_ext.hub.usage import KubernetesUsage
@@ -141,7 +142,7 @@ class ClusterApi:
             raise KubeApiError(403, f'{parts[-1]} is forbidden: User "system:serviceaccount:hub:hub" cannot list '
                                     f'resource "{parts[-1]}" at the cluster scope', "Forbidden")
         items = [obj for obj in self.objects.get(parts[-1], [])
-                 if namespace in (None, obj["metadata"]["namespace"])
+                 if namespace in (None, obj["metadata"].get("namespace"))
                  and _matches_labels(obj, params.get("labelSelector", ""))
                  and _matches_fields(obj, params.get("fieldSelector", ""))]
         return {"items": copy.deepcopy(items)}
@@ -210,8 +211,9 @@ async def test_every_users_jobs_are_read_in_the_same_few_requests_however_many_u
         usage = KubernetesUsage(api, TEMPLATE, "nvidia.com/gpu")
         found = await usage.jobs_of(users(count), concurrency=8)
         counts.append(len(api.requests))
-        # jobs, the pods of the open jobs (one list for up to 50 names), FailedCreate events (a job has no pods)
-        assert api.requests == ["/apis/batch/v1/jobs", "/api/v1/pods", "/api/v1/events"]
+        # jobs, the live pods, the finished pods of the open jobs (one list for up to 50 names),
+        # FailedCreate events (a job has no pods)
+        assert sorted(api.requests) == ["/api/v1/events", "/api/v1/pods", "/api/v1/pods", "/apis/batch/v1/jobs"]
         each = {user: await KubernetesUsage(ClusterApi(cluster(users(count))), TEMPLATE, "nvidia.com/gpu").jobs(user)
                 for user in users(count)}
         assert as_dicts(found) == as_dicts(each)  # as each user's own namespace reads them
@@ -226,11 +228,47 @@ async def test_every_users_quota_report_is_read_in_the_same_few_requests_however
         api = ClusterApi(cluster(users(count)))
         usage = KubernetesUsage(api, TEMPLATE, "nvidia.com/gpu")
         found = await usage.reports({user: effective for user in users(count)}, concurrency=8)
-        assert len(api.requests) == 5  # the three above, ResourceQuotas, live pods
+        assert len(api.requests) == 5  # the four above (the live pods read once for both), ResourceQuotas
         each = {user: await KubernetesUsage(ClusterApi(cluster(users(count))), TEMPLATE, "nvidia.com/gpu").report(
             user, effective) for user in users(count)}
         assert as_dicts(found) == as_dicts(each)
     assert found["user0"].used["gpus"] == 2 and found["user0"].running == ("train",)
+
+
+class PodEndsBetweenReads(ClusterApi):
+    """A cluster where `pod` (namespace, name) fails just after the live pods are read."""
+
+    def __init__(self, objects: dict[str, list[dict]], pod: tuple[str, str]):
+        super().__init__(objects)
+        self.pod = pod
+
+    async def get(self, path: str, **params) -> dict:
+        found = await super().get(path, **params)
+        if path == "/api/v1/pods" and params.get("fieldSelector") == LIVE_PODS_SELECTOR:
+            for pod in self.objects["pods"]:
+                if (pod["metadata"]["namespace"], pod["metadata"]["name"]) == self.pod:
+                    pod["status"]["phase"] = "Failed"
+        return found
+
+    list = get
+
+
+async def test_the_overview_reads_the_live_pods_once_for_jobs_and_nodes_and_a_pod_that_ends_meanwhile_once():
+    objects = cluster(users(3))
+    objects["nodes"] = [{"metadata": {"name": "node-1"}, "status": {"allocatable": {
+        "nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"}}}]
+    for at, pod in enumerate(objects["pods"]):
+        pod["metadata"]["uid"] = f"uid-{at}"
+        pod["spec"]["nodeName"] = "node-1"
+    api = PodEndsBetweenReads(copy.deepcopy(objects), ("paddlecloud-user0", "train-1"))
+    found, capacity = await KubernetesUsage(api, TEMPLATE, "nvidia.com/gpu").jobs_and_capacity(users(3), concurrency=8)
+    assert sorted(api.requests) == ["/api/v1/events", "/api/v1/nodes", "/api/v1/pods", "/api/v1/pods",
+                                    "/apis/batch/v1/jobs"]
+    assert capacity["total"]["used"]["gpus"] == 8  # the live read: 4 namespaces' 2 running workers
+    objects["pods"][1]["status"]["phase"] = "Failed"  # user0's train-1, as the finished read found it
+    each = {user: await KubernetesUsage(ClusterApi(copy.deepcopy(objects)), TEMPLATE, "nvidia.com/gpu").jobs(user)
+            for user in users(3)}
+    assert as_dicts(found) == as_dicts(each)
 
 
 async def test_users_without_a_namespace_get_no_jobs_and_one_without_a_valid_name_an_error():
