@@ -283,7 +283,7 @@ def dialled_names(argv: list[str], environ: dict[str, str]) -> list[str]:
             break
         given[option] = value
     master = given.get("--master") or environ.get("PADDLE_MASTER", "")
-    names = [master.rpartition(":")[0] or master, given.get("--host", "")]
+    names = [(master.rpartition(":")[0] or master).strip("[]"), given.get("--host", "")]  # [::1]:8090 -> ::1
     return [name for name in dict.fromkeys(names) if name]
 
 

@@ -263,6 +263,7 @@ def test_the_names_the_launcher_dials_are_the_masters_and_its_own_not_the_users_
     launcher = ["python", "-m", "paddle.distributed.launch", "--nproc_per_node", "1", "train.py"]
     assert dialled_names(launcher, {"PADDLE_MASTER": "job-master-0:36543"}) == ["job-master-0"]  # an operator's
     assert dialled_names(launcher, {}) == []
+    assert dialled_names([*launcher[:3], "--master", "[::1]:8090", *launcher[3:]], {}) == ["::1"]
     assert dialled_names(["python", "train.py", "--master", "m:1"], {}) == []  # not the launcher
 
 
