@@ -52,6 +52,9 @@ COPY_DRAIN_SECONDS = 10.0  # at the end, for what is still in the copy's pipe
 LAUNCHER_MODULE = "paddle.distributed.launch"
 NAMES_WAIT_SECONDS = 120.0  # then the launcher starts anyway, and says why it cannot go on
 NAMES_CHECK_SECONDS = 0.3
+# A name usually resolves within a second or two of the pod's start (its DNS record follows its
+# address): the log says what the worker waits for only once it has waited this long.
+NAMES_QUIET_SECONDS = 5.0
 
 _IN_MODIFY, _IN_CLOSE_WRITE, _IN_MOVED_TO, _IN_CREATE = 0x2, 0x8, 0x80, 0x100
 
@@ -298,15 +301,16 @@ def _resolves(name: str) -> bool:
 def wait_for_names(names: list[str], stopped=lambda: False, resolves=_resolves, clock=time.monotonic,
                    sleep=time.sleep, limit: float = NAMES_WAIT_SECONDS) -> list[str]:
     """Wait until every one of `names` resolves, at most `limit` seconds and not once
-    `stopped()`, saying once on standard error each name it waits for; the names that
-    still do not resolve."""
-    deadline = clock() + limit
+    `stopped()`, saying once on standard error each name it still waits for after
+    NAMES_QUIET_SECONDS; the names that still do not resolve."""
+    started = clock()
     told = set()
     while True:
         waiting = [name for name in names if not resolves(name)]
-        if not waiting or stopped() or clock() >= deadline:
+        waited = clock() - started
+        if not waiting or stopped() or waited >= limit:
             return waiting
-        for name in waiting:
+        for name in waiting if waited >= NAMES_QUIET_SECONDS else ():
             if name not in told:
                 print(f"paddlecloud: waits for the name {name} to resolve (its pod is starting)",
                       file=sys.stderr, flush=True)

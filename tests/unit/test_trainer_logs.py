@@ -267,22 +267,34 @@ def test_the_names_the_launcher_dials_are_the_masters_and_its_own_not_the_users_
     assert dialled_names(["python", "train.py", "--master", "m:1"], {}) == []  # not the launcher
 
 
-def test_the_launcher_waits_until_the_names_it_dials_resolve_and_says_so_once(capsys):
-    from paddle_ext.trainer_logs import NAMES_CHECK_SECONDS, wait_for_names
+def test_the_launcher_waits_until_the_names_it_dials_resolve_and_says_so_once_it_waits_long(capsys):
+    from paddle_ext.trainer_logs import NAMES_CHECK_SECONDS, NAMES_QUIET_SECONDS, wait_for_names
 
     asked = []
     pod_up = {"w-0.w": False, "w-1.w": True}
+    clock = [0.0]
 
     def resolves(name):
         asked.append(name)
-        if len(asked) == 5:  # worker 0's pod gets its address while we wait
+        if len(asked) == 5:  # worker 0's pod gets its address while we wait (looked at 0, 1, then 2)
             pod_up["w-0.w"] = True
         return pod_up[name]
 
-    slept = []
-    assert wait_for_names(["w-0.w", "w-1.w"], resolves=resolves, sleep=slept.append) == []
+    def sleep(seconds):
+        slept.append(seconds)
+        clock[0] += seconds
+
+    slept: list[float] = []
+    assert wait_for_names(["w-0.w", "w-1.w"], resolves=resolves, clock=lambda: clock[0], sleep=sleep) == []
     assert slept == [NAMES_CHECK_SECONDS, NAMES_CHECK_SECONDS]
+    assert capsys.readouterr().err == ""  # a short wait, as most are: nothing said
+
+    asked.clear()
+    pod_up["w-0.w"] = False
+    slow = iter([False] * 30 + [True])
+    assert wait_for_names(["w-0.w"], resolves=lambda name: next(slow), clock=lambda: clock[0], sleep=sleep) == []
     assert capsys.readouterr().err == "paddlecloud: waits for the name w-0.w to resolve (its pod is starting)\n"
+    assert 30 * NAMES_CHECK_SECONDS > NAMES_QUIET_SECONDS  # it said so once, though it waited longer
 
 
 def test_the_wait_for_names_ends_at_its_limit_or_on_a_stop():
@@ -291,14 +303,15 @@ def test_the_wait_for_names_ends_at_its_limit_or_on_a_stop():
     clock = iter(range(100))
     assert wait_for_names(["w-0.w"], resolves=lambda name: False, clock=lambda: next(clock), sleep=lambda s: None,
                           limit=10) == ["w-0.w"]
-    assert next(clock) == 11  # the deadline set at 0, looked at 1..10: it gave up at the limit, not before
+    assert next(clock) == 11  # started at 0, looked at 1..10: it gave up at the limit, not before
     stops = iter([False, False, True])
     assert wait_for_names(["w-0.w"], stopped=lambda: next(stops), resolves=lambda name: False,
                           sleep=lambda s: None) == ["w-0.w"]
 
 
 def test_a_stop_while_a_name_does_not_resolve_ends_the_container_without_its_launcher(tmp_path):
-    """A name with an empty label never resolves (and no lookup leaves the machine)."""
+    """A name with an empty label never resolves (and no lookup leaves the machine); the
+    relay says so after NAMES_QUIET_SECONDS."""
     import signal
     import subprocess
     import sys
