@@ -469,10 +469,14 @@ class QuotaService(Application):
         resync = None
         if self.sync is not None and self.sync.kueue is not None and self.kueue_resync_seconds > 0:
             resync = asyncio.create_task(self.keep_queues_in_sync())
+        if isinstance(self.usage_source, KubernetesUsage):
+            self.usage_source.start_watching()
         await stop.wait()
         server.stop()
         if resync is not None:
             resync.cancel()
+        if isinstance(self.usage_source, KubernetesUsage):
+            await self.usage_source.stop_watching()
         if self.sync is not None:
             await self.sync.api.close()
         self.log.info("Quota service stopped")

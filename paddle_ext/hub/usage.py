@@ -29,6 +29,7 @@ from ..manifests import MAX_NAMES_IN_SELECTOR, jobs_selector, label_selector
 from ..quota.model import Effective, JobUsage, QuotaReport, report
 from ..timestamps import now
 from .settings import namespace_for
+from .watched import WatchedCopy, WatchedList
 
 if TYPE_CHECKING:
     from ..backends.base import JobBackend
@@ -127,6 +128,18 @@ class KubernetesUsage:
         self.gpu_resource = gpu_resource
         self.job_kind = job_kind
         self._told_per_user = False  # why every user's namespace is read on its own, logged once
+        self._live_pods_copy = WatchedCopy(api, WatchedList(api_path("v1", "pods"), LIVE_PODS_SELECTOR, "live pods"))
+        self._nodes_copy = WatchedCopy(api, WatchedList(api_path("v1", "nodes"), what="nodes"))
+
+    def start_watching(self) -> None:
+        """Keep watched copies of the live pods and the nodes for the pages (a long-lived
+        service); until then, and whenever a copy may be behind, the pages list them."""
+        for copy in (self._live_pods_copy, self._nodes_copy):
+            copy.start()
+
+    async def stop_watching(self) -> None:
+        for copy in (self._live_pods_copy, self._nodes_copy):
+            await copy.stop()
 
     @property
     def kind(self) -> JobKind:
@@ -190,8 +203,15 @@ class KubernetesUsage:
     async def _live_pods(self) -> AsyncIterator[asyncio.Future[list[dict]]]:
         """One read of every live pod in the cluster (they hold their requests), for the parts of
         a page that await it: the jobs' running workers and what the nodes or quotas count.
-        Stopped at the end if still running (a part failed before it awaited)."""
-        live = asyncio.ensure_future(self._list("list pods", api_path("v1", "pods"), fieldSelector=LIVE_PODS_SELECTOR))
+        Stopped at the end if still running (a part failed before it awaited). From the watched
+        copy where it is in step."""
+        copy = self._live_pods_copy.items()
+        if copy is not None:
+            live: asyncio.Future[list[dict]] = asyncio.get_running_loop().create_future()
+            live.set_result(copy)
+        else:
+            live = asyncio.ensure_future(self._list("list pods", api_path("v1", "pods"),
+                                                    fieldSelector=LIVE_PODS_SELECTOR))
         try:
             yield live
         finally:
@@ -282,10 +302,14 @@ class KubernetesUsage:
             answers.update((username, report(username, effective[username], jobs, at, used)) for username in users)
         return answers
 
+    async def _nodes(self) -> list[dict]:
+        copy = self._nodes_copy.items()
+        return copy if copy is not None else await self._list("list nodes", api_path("v1", "nodes"))
+
     async def _capacity(self, live_pods: Awaitable[list[dict]]) -> dict:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""
         try:
-            nodes, pods = await asyncio.gather(self._list("list nodes", api_path("v1", "nodes")), live_pods)
+            nodes, pods = await asyncio.gather(self._nodes(), live_pods)
         except PaddleCloudError as exc:
             return capacity_error(KUBERNETES, exc.message)
         usage = node_usage(nodes, pods, self.gpu_resource)

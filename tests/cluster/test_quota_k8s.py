@@ -12,8 +12,10 @@ from cluster_helpers import GPU_TOLERATION, on_kwok_nodes, wait_for, wait_for_as
 from paddle_ext.backends.kubernetes import KubernetesBackend
 from paddle_ext.errors import QuotaExceeded
 from paddle_ext.constants import QUOTA_CONFIGMAP
+from paddle_ext.capacity import LIVE_PODS_SELECTOR
 from paddle_ext.hub.quota_sync import QuotaSync
-from paddle_ext.kubeapi import KubeApi
+from paddle_ext.hub.watched import WatchedCopy, WatchedList
+from paddle_ext.kubeapi import KubeApi, api_path
 from paddle_ext.quota.model import Limits, QuotaConflict, parse_patch
 from paddle_ext.quota.store import KubernetesQuotaStore
 from paddle_ext.spec import JobSpec
@@ -232,8 +234,11 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
     namespaces, each user's as their own namespace's listing reads it: a running and a succeeded
     job, and one whose workers a LimitRange refuses for good, which reads as failed and is left as
     it is (reading changes nothing); a namespace of no hub user is left out and a user without a
-    namespace has no jobs. An account that may list only in the users' namespaces gets the same
-    answers, user by user, and the service says why once."""
+    namespace has no jobs. A service that keeps watched copies of the live pods and the nodes
+    (as the hub's quota service does) reads the same: its copy of the live pods gained each
+    worker and lost the succeeded one (the API server's DELETED for a pod that left the field
+    selector). An account that may list only in the users' namespaces gets the same answers,
+    user by user, and the service says why once."""
     import logging
     import uuid
 
@@ -268,7 +273,11 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
 
     api = KubeApi.connect(cluster.kubeconfig)
     usage = KubernetesUsage(api, prefix + "{username}", "nvidia.com/gpu")
+    watching = KubernetesUsage(api, prefix + "{username}", "nvidia.com/gpu")
+    live_pods = WatchedCopy(api, WatchedList(api_path("v1", "pods"), LIVE_PODS_SELECTOR, "live pods"))
     users = ["ann", "bob", "cid"]
+    watching.start_watching()
+    live_pods.start()
     try:
         gpu = {"command": ["python", "train.py"], "workers": 1, "gpus_per_worker": 1}
         await backend("ann", "10m").submit(JobSpec(name="long", **gpu))
@@ -282,10 +291,24 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
                               "cid": {}} and phases
         await wait_for_async(settled, timeout=90, what="ann's jobs running and done, bob's refused")
 
+        def ours(pods: list[dict]) -> list[str]:
+            return sorted(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods
+                          if p["metadata"]["namespace"].startswith(prefix))
+
+        def copy_as_listed():
+            copied = live_pods.items()
+            listed = core_v1.api_client.sanitize_for_serialization(
+                core_v1.list_pod_for_all_namespaces(field_selector=LIVE_PODS_SELECTOR).items)
+            return copied is not None and ours(copied) == ours(listed) and ours(copied)
+        copied = wait_for(copy_as_listed, timeout=30, what="the watched copy of the live pods as a list reads them")
+        assert [name.rsplit("-", 2)[0] for name in copied] == [namespaces["ann"] + "/long",
+                                                               namespaces["stranger"] + "/long"], copied
+
         async def as_each_reads():
             found = await usage.jobs_of(users, concurrency=8)
             each = {user: await usage.jobs(user) for user in users}
-            return without_hours(found) == without_hours(each) and found
+            seen = await watching.jobs_of(users, concurrency=8)
+            return without_hours(found) == without_hours(each) == without_hours(seen) and found
         found = await wait_for_async(as_each_reads, timeout=30, what="the same jobs as each namespace's own listing")
         assert set(found) == set(users) and found["cid"] == []
         assert "Kubernetes refused to create the workers" in found["bob"][0].message
@@ -297,7 +320,8 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
         async def reports_as_each_reads():
             found = await usage.reports(limits, concurrency=8)
             each = {user: await usage.report(user, limits[user]) for user in users}
-            return without_hours(found) == without_hours(each) and found
+            seen = await watching.reports(limits, concurrency=8)
+            return without_hours(found) == without_hours(each) == without_hours(seen) and found
         reports = await wait_for_async(reports_as_each_reads, timeout=30, what="the same reports as each user's own")
         assert reports["ann"].running == ("long",) and reports["ann"].used["gpus"] == 1
 
@@ -328,6 +352,8 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
         finally:
             await reader_api.close()
     finally:
+        await live_pods.stop()
+        await watching.stop_watching()
         await api.close()
         for made in backends:
             await made.close()

@@ -6,6 +6,7 @@ that filters a cluster's objects by namespace and selectors)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -14,6 +15,7 @@ import re
 import pytest
 
 from mergepatch import merge_patch
+from serverutil import wait_for_async
 from paddle_ext.capacity import LIVE_PODS_SELECTOR
 from paddle_ext.constants import JOB_LABEL, QUOTA_NAME, SPEC_ANNOTATION
 from paddle_ext.errors import NoNamespace
@@ -294,3 +296,37 @@ async def test_where_the_service_may_not_list_across_namespaces_each_user_is_rea
     assert "/apis/batch/v1/namespaces/paddlecloud-user2/jobs" in api.requests
     (warning,) = [record.getMessage() for record in caplog.records]
     assert "cannot list resource \"jobs\" at the cluster scope" in warning and "cluster-wide" in warning
+
+
+class WatchedClusterApi(ClusterApi):
+    """ClusterApi whose watches stay open and quiet: the copies stay as first listed."""
+
+    async def stream(self, path: str, params=None):
+        self.requests.append(f"watch {path}")
+        await asyncio.Event().wait()
+        yield b""  # never: makes this an async generator
+
+
+async def test_a_watching_service_reads_the_live_pods_and_nodes_from_its_copies_and_pages_read_the_same():
+    objects = cluster(users(3))
+    objects["nodes"] = [{"metadata": {"name": "node-1"}, "status": {"allocatable": {
+        "nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"}}}]
+    for at, pod in enumerate(objects["pods"]):
+        pod["metadata"]["uid"] = f"uid-{at}"
+        pod["spec"]["nodeName"] = "node-1"
+    listing = await KubernetesUsage(ClusterApi(copy.deepcopy(objects)), TEMPLATE, "nvidia.com/gpu").jobs_and_capacity(
+        users(3), concurrency=8)
+    api = WatchedClusterApi(copy.deepcopy(objects))
+    usage = KubernetesUsage(api, TEMPLATE, "nvidia.com/gpu")
+    usage.start_watching()
+    try:
+        await wait_for_async(lambda: api.requests.count("watch /api/v1/pods") and api.requests.count("watch /api/v1/nodes"),
+                             timeout=10, what="both watches started")
+        api.requests.clear()
+        for _ in range(2):
+            watching = await usage.jobs_and_capacity(users(3), concurrency=8)
+            assert as_dicts(watching[0]) == as_dicts(listing[0]) and watching[1] == listing[1]
+        # per page: jobs, the finished pods of open jobs, FailedCreate events; no live pods, no nodes
+        assert sorted(api.requests) == sorted(["/api/v1/events", "/api/v1/pods", "/apis/batch/v1/jobs"] * 2)
+    finally:
+        await usage.stop_watching()
