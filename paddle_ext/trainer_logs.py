@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 
 TRAINER_LOG = "workerlog.{rank}"  # paddle.distributed.launch's collective controller
 LOCAL_RANK_PREFIX = "[local-rank-{rank}] "  # = paddle_ext.constants.LOCAL_RANK_PREFIX (this file runs standalone)
@@ -272,7 +273,7 @@ class OutputCopy:
                 os.close(self.file)
 
 
-def dialled_names(argv: list[str], environ: dict[str, str]) -> list[str]:
+def dialled_names(argv: list[str], environ: Mapping[str, str]) -> list[str]:
     """The host names Paddle's launcher `argv` resolves as it starts: the master's
     (`--master HOST:PORT`, else PADDLE_MASTER where an operator sets it) and its own
     (`--host HOST`), read from the launcher's own options only (each takes a value; the
@@ -339,10 +340,16 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, forward)
     copy = OutputCopy.from_environment()
-    unresolved = wait_for_names(dialled_names(argv, dict(os.environ)), stopped=lambda: bool(early))
-    if early:  # stopped before the launcher started: nothing to stop
+    try:
+        return _launch(log_dir, ranks, argv, children, early)
+    finally:
         if copy is not None:
             copy.stop()
+
+
+def _launch(log_dir: str, ranks: int, argv: list[str], children: list[subprocess.Popen], early: list[int]) -> int:
+    unresolved = wait_for_names(dialled_names(argv, os.environ), stopped=lambda: bool(early))
+    if early:  # stopped before the launcher started: nothing to stop
         return 128 + early[0]
     if unresolved:
         print(f"paddlecloud: {', '.join(unresolved)} still not resolving after {NAMES_WAIT_SECONDS:.0f} s; "
@@ -353,16 +360,12 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
     except OSError as exc:
         relay.stop()
         print(f"paddlecloud: could not start {argv[0]}: {exc}", file=sys.stderr, flush=True)
-        if copy is not None:
-            copy.stop()
         return 127
     relay.start()  # (after the fork: nothing of ours runs in another thread while it happens)
     for received in early:
         children[0].send_signal(received)
     code = children[0].wait()
     relay.stop()
-    if copy is not None:
-        copy.stop()
     return code if code >= 0 else 128 - code
 
 
