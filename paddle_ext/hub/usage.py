@@ -130,15 +130,17 @@ class KubernetesUsage:
         self._told_per_user = False  # why every user's namespace is read on its own, logged once
         self._live_pods_copy = WatchedCopy(api, WatchedList(api_path("v1", "pods"), LIVE_PODS_SELECTOR, "live pods"))
         self._nodes_copy = WatchedCopy(api, WatchedList(api_path("v1", "nodes"), what="nodes"))
+        self._quotas_copy = WatchedCopy(api, WatchedList(api_path("v1", "resourcequotas"), what="resource quotas"))
+        self._copies = (self._live_pods_copy, self._nodes_copy, self._quotas_copy)
 
     def start_watching(self) -> None:
-        """Keep watched copies of the live pods and the nodes for the pages (a long-lived
-        service); until then, and whenever a copy may be behind, the pages list them."""
-        for copy in (self._live_pods_copy, self._nodes_copy):
+        """Keep watched copies of the live pods, the nodes and the ResourceQuotas for the pages
+        (a long-lived service); until then, and whenever a copy may be behind, the pages list them."""
+        for copy in self._copies:
             copy.start()
 
     async def stop_watching(self) -> None:
-        for copy in (self._live_pods_copy, self._nodes_copy):
+        for copy in self._copies:
             await copy.stop()
 
     @property
@@ -247,8 +249,7 @@ class KubernetesUsage:
         list of ResourceQuotas and the cluster's `live_pods`."""
         from ..backends.kubernetes import namespace_quota
 
-        quotas, pods = await asyncio.gather(self._list("read resource quotas", api_path("v1", "resourcequotas")),
-                                            live_pods)
+        quotas, pods = await asyncio.gather(self._quotas(), live_pods)
         quotas_in, pods_in = by_namespace(quotas, namespaces), by_namespace(pods, namespaces)
         return {namespace: namespace_quota(quotas_in[namespace], pods_in[namespace], self.gpu_resource)[1]
                 for namespace in quotas_in}
@@ -305,6 +306,10 @@ class KubernetesUsage:
     async def _nodes(self) -> list[dict]:
         copy = self._nodes_copy.items()
         return copy if copy is not None else await self._list("list nodes", api_path("v1", "nodes"))
+
+    async def _quotas(self) -> list[dict]:
+        copy = self._quotas_copy.items()
+        return copy if copy is not None else await self._list("read resource quotas", api_path("v1", "resourcequotas"))
 
     async def _capacity(self, live_pods: Awaitable[list[dict]]) -> dict:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""

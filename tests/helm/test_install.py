@@ -305,10 +305,10 @@ HUB_MAY = [
     ("list", "pods", "*"), ("watch", "pods", "*"), ("list", "events", "*"), ("watch", "events", "*"),
     *((verb, "persistentvolumeclaims", USER_NS) for verb in ("get", "create", "delete")),
     ("create", "serviceaccounts", USER_NS), ("create", "limitranges", USER_NS), ("update", "limitranges", USER_NS),
-    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "create", "patch", "delete")),
-    ("delete", "services", USER_NS), ("list", "nodes", None),
+    *((verb, "resourcequotas", USER_NS) for verb in ("get", "list", "watch", "create", "patch", "delete")),
+    ("delete", "services", USER_NS), ("list", "nodes", None), ("watch", "nodes", None),
     *((verb, "jobs.batch", USER_NS) for verb in ("get", "list", "patch")),
-    ("list", "jobs.batch", "*"), ("list", "resourcequotas", "*"),  # the quota pages, every user at once
+    ("list", "jobs.batch", "*"), ("list", "resourcequotas", "*"), ("watch", "resourcequotas", "*"),  # the quota pages, every user at once
     ("create", "rolebindings.rbac.authorization.k8s.io", USER_NS),
     ("bind", f"clusterroles.rbac.authorization.k8s.io/{RELEASE}-notebook", None),
     ("create", "networkpolicies.networking.k8s.io", USER_NS), ("update", "networkpolicies.networking.k8s.io", USER_NS),

@@ -307,26 +307,29 @@ class WatchedClusterApi(ClusterApi):
         yield b""  # never: makes this an async generator
 
 
-async def test_a_watching_service_reads_the_live_pods_and_nodes_from_its_copies_and_pages_read_the_same():
+async def test_a_watching_service_reads_pods_nodes_and_quotas_from_its_copies_and_pages_read_the_same():
     objects = cluster(users(3))
     objects["nodes"] = [{"metadata": {"name": "node-1"}, "status": {"allocatable": {
         "nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"}}}]
     for at, pod in enumerate(objects["pods"]):
         pod["metadata"]["uid"] = f"uid-{at}"
         pod["spec"]["nodeName"] = "node-1"
-    listing = await KubernetesUsage(ClusterApi(copy.deepcopy(objects)), TEMPLATE, "nvidia.com/gpu").jobs_and_capacity(
-        users(3), concurrency=8)
+    effective = {user: Effective(Limits(gpus=8), {}) for user in users(3)}
+    listing = KubernetesUsage(ClusterApi(copy.deepcopy(objects)), TEMPLATE, "nvidia.com/gpu")
+    listed = await listing.jobs_and_capacity(users(3), concurrency=8), await listing.reports(effective, concurrency=8)
     api = WatchedClusterApi(copy.deepcopy(objects))
     usage = KubernetesUsage(api, TEMPLATE, "nvidia.com/gpu")
     usage.start_watching()
     try:
-        await wait_for_async(lambda: api.requests.count("watch /api/v1/pods") and api.requests.count("watch /api/v1/nodes"),
-                             timeout=10, what="both watches started")
+        watched = {f"watch /api/v1/{plural}" for plural in ("pods", "nodes", "resourcequotas")}
+        await wait_for_async(lambda: watched <= set(api.requests), timeout=10, what="the three watches started")
         api.requests.clear()
         for _ in range(2):
-            watching = await usage.jobs_and_capacity(users(3), concurrency=8)
-            assert as_dicts(watching[0]) == as_dicts(listing[0]) and watching[1] == listing[1]
-        # per page: jobs, the finished pods of open jobs, FailedCreate events; no live pods, no nodes
-        assert sorted(api.requests) == sorted(["/api/v1/events", "/api/v1/pods", "/apis/batch/v1/jobs"] * 2)
+            (jobs, capacity), reports = (await usage.jobs_and_capacity(users(3), concurrency=8),
+                                         await usage.reports(effective, concurrency=8))
+            assert as_dicts(jobs) == as_dicts(listed[0][0]) and capacity == listed[0][1]
+            assert as_dicts(reports) == as_dicts(listed[1])
+        # per page: jobs, the finished pods of open jobs, FailedCreate events; no live pods, nodes, quotas
+        assert sorted(api.requests) == sorted(["/api/v1/events", "/api/v1/pods", "/apis/batch/v1/jobs"] * 4)
     finally:
         await usage.stop_watching()
