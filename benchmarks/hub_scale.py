@@ -181,7 +181,14 @@ class Responder:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            # One listener answers for every notebook (each real one has its own): with the
+            # socketserver's default backlog of 5, a restarted hub's 1,000 checks at once overflow
+            # it, and each dropped connection waits out TCP's retransmissions (1, 2, 4, ... 32 s),
+            # so a run's "every server back" took 13 s or 115 s by chance, for both hubs alike.
+            request_queue_size = 4096
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
