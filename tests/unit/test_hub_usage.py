@@ -255,13 +255,19 @@ class PodEndsBetweenReads(ClusterApi):
     list = get
 
 
-async def test_the_overview_reads_the_live_pods_once_for_jobs_and_nodes_and_a_pod_that_ends_meanwhile_once():
-    objects = cluster(users(3))
+def cluster_with_a_node(names: list[str]) -> dict[str, list[dict]]:
+    """cluster(names) with one 16-GPU node that every pod (each with a uid) runs on."""
+    objects = cluster(names)
     objects["nodes"] = [{"metadata": {"name": "node-1"}, "status": {"allocatable": {
         "nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"}}}]
     for at, pod in enumerate(objects["pods"]):
         pod["metadata"]["uid"] = f"uid-{at}"
         pod["spec"]["nodeName"] = "node-1"
+    return objects
+
+
+async def test_the_overview_reads_the_live_pods_once_for_jobs_and_nodes_and_a_pod_that_ends_meanwhile_once():
+    objects = cluster_with_a_node(users(3))
     api = PodEndsBetweenReads(copy.deepcopy(objects), ("paddlecloud-user0", "train-1"))
     found, capacity = await KubernetesUsage(api, TEMPLATE, "nvidia.com/gpu").jobs_and_capacity(users(3), concurrency=8)
     assert sorted(api.requests) == ["/api/v1/events", "/api/v1/nodes", "/api/v1/pods", "/api/v1/pods",
@@ -308,12 +314,7 @@ class WatchedClusterApi(ClusterApi):
 
 
 async def test_a_watching_service_reads_pods_nodes_and_quotas_from_its_copies_and_pages_read_the_same():
-    objects = cluster(users(3))
-    objects["nodes"] = [{"metadata": {"name": "node-1"}, "status": {"allocatable": {
-        "nvidia.com/gpu": "16", "cpu": "64", "memory": "512Gi"}}}]
-    for at, pod in enumerate(objects["pods"]):
-        pod["metadata"]["uid"] = f"uid-{at}"
-        pod["spec"]["nodeName"] = "node-1"
+    objects = cluster_with_a_node(users(3))
     effective = {user: Effective(Limits(gpus=8), {}) for user in users(3)}
     listing = KubernetesUsage(ClusterApi(copy.deepcopy(objects)), TEMPLATE, "nvidia.com/gpu")
     listed = await listing.jobs_and_capacity(users(3), concurrency=8), await listing.reports(effective, concurrency=8)
