@@ -1,7 +1,7 @@
 """A copy of one cluster-wide list kept up to date by a watch, for the quota service's pages
-about every user: the live pods and the nodes, which on a big cluster are most of what a
-page reads (1,000 notebooks and 1,600 workers are ~10 MB of JSON to serialize, send and
-parse on every page; the watch sends only what changes).
+about every user: the live pods, the nodes and the ResourceQuotas, which on a big cluster are
+most of what a page reads (1,000 notebooks and 1,600 workers are ~10 MB of JSON to serialize,
+send and parse on every page; the watch sends only what changes).
 
 The pattern is an informer's, as kubespawner's reflector and client-go do it: list, then
 watch from the list's resourceVersion (with bookmarks, so a quiet watch stays resumable),
@@ -20,13 +20,13 @@ import logging
 from dataclasses import dataclass
 
 from ..kubeapi import KubeApi
-from ..kubeapi.client import KubeApiError, KubeUnreachable, split_lines
+from ..kubeapi.client import KubeApiError, split_lines
 
 log = logging.getLogger(__name__)
 
 # The API server ends each watch after this long (it then resumes from the last version, no
-# list); a watch that sends nothing at all (not even a bookmark) for WATCH_SECONDS +
-# STALL_SECONDS is taken as a dead connection and started again with a list.
+# list); a watch still open STALL_SECONDS after that is taken as a dead connection (the API
+# server would have ended it) and started again with a list.
 WATCH_SECONDS = 60
 STALL_SECONDS = 30
 FIRST_RETRY_SECONDS = 0.5
@@ -112,7 +112,7 @@ class WatchedCopy:
             except HistoryGone:
                 self._in_step = False
                 log.info("Watching %s: the API server's history moved on; listing them again", self.watched.what)
-            except (KubeApiError, KubeUnreachable, TimeoutError, ValueError) as exc:
+            except Exception as exc:  # whatever broke the watch, the copy must not pass for current
                 self._in_step = False
                 if isinstance(exc, KubeApiError) and exc.status == 403:
                     log.warning("Cannot watch %s (%s); the pages list them each time", self.watched.what, exc.message)

@@ -119,14 +119,16 @@ async def test_the_copy_follows_the_watch_and_each_watch_resumes_from_the_last_v
     assert copy.items() is None
 
 
-async def test_a_broken_watch_makes_the_copy_say_so_until_it_has_listed_again():
+@pytest.mark.parametrize("breaks", ["unreachable", "not an event"])
+async def test_a_broken_watch_makes_the_copy_say_so_until_it_has_listed_again(breaks):
     api = WatchApi([listed("10", pod("a", "7")), listed("20", pod("c", "19"))])
     copy = WatchedCopy(api, WATCHED)
     copy.start()
     try:
         _, queue = await watches(api, 1)
         api.list_gate = asyncio.Event()  # the next list waits for the test
-        queue.put_nowait(KubeUnreachable("Cannot reach the Kubernetes API server: connection reset"))
+        queue.put_nowait(KubeUnreachable("Cannot reach the Kubernetes API server: connection reset")
+                         if breaks == "unreachable" else b"[1, 2]\n")
         await wait_for_async(lambda: api.list_calls == 2, timeout=10, what="the list after the broken watch")
         assert copy.items() is None  # not the old copy: it may have missed changes
         api.list_gate.set()
