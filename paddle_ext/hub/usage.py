@@ -207,13 +207,7 @@ class KubernetesUsage:
         a page that await it: the jobs' running workers and what the nodes or quotas count.
         Stopped at the end if still running (a part failed before it awaited). From the watched
         copy where it is in step."""
-        copy = self._live_pods_copy.items()
-        if copy is not None:
-            live: asyncio.Future[list[dict]] = asyncio.get_running_loop().create_future()
-            live.set_result(copy)
-        else:
-            live = asyncio.ensure_future(self._list("list pods", api_path("v1", "pods"),
-                                                    fieldSelector=LIVE_PODS_SELECTOR))
+        live = asyncio.ensure_future(self._read(self._live_pods_copy, "list pods"))
         try:
             yield live
         finally:
@@ -249,7 +243,7 @@ class KubernetesUsage:
         list of ResourceQuotas and the cluster's `live_pods`."""
         from ..backends.kubernetes import namespace_quota
 
-        quotas, pods = await asyncio.gather(self._quotas(), live_pods)
+        quotas, pods = await asyncio.gather(self._read(self._quotas_copy, "read resource quotas"), live_pods)
         quotas_in, pods_in = by_namespace(quotas, namespaces), by_namespace(pods, namespaces)
         return {namespace: namespace_quota(quotas_in[namespace], pods_in[namespace], self.gpu_resource)[1]
                 for namespace in quotas_in}
@@ -303,18 +297,17 @@ class KubernetesUsage:
             answers.update((username, report(username, effective[username], jobs, at, used)) for username in users)
         return answers
 
-    async def _nodes(self) -> list[dict]:
-        copy = self._nodes_copy.items()
-        return copy if copy is not None else await self._list("list nodes", api_path("v1", "nodes"))
-
-    async def _quotas(self) -> list[dict]:
-        copy = self._quotas_copy.items()
-        return copy if copy is not None else await self._list("read resource quotas", api_path("v1", "resourcequotas"))
+    async def _read(self, copy: WatchedCopy, action: str) -> list[dict]:
+        """The watched copy's objects where it is in step, else a list of what it watches."""
+        items = copy.items()
+        if items is not None:
+            return items
+        return await self._list(action, copy.watched.path, **copy.watched.params())
 
     async def _capacity(self, live_pods: Awaitable[list[dict]]) -> dict:
         """Every node's allocatable resources and its live pods' requests (notebooks included)."""
         try:
-            nodes, pods = await asyncio.gather(self._nodes(), live_pods)
+            nodes, pods = await asyncio.gather(self._read(self._nodes_copy, "list nodes"), live_pods)
         except PaddleCloudError as exc:
             return capacity_error(KUBERNETES, exc.message)
         usage = node_usage(nodes, pods, self.gpu_resource)

@@ -234,8 +234,8 @@ async def test_every_users_usage_is_read_across_namespaces_as_each_namespace_rea
     namespaces, each user's as their own namespace's listing reads it: a running and a succeeded
     job, and one whose workers a LimitRange refuses for good, which reads as failed and is left as
     it is (reading changes nothing); a namespace of no hub user is left out and a user without a
-    namespace has no jobs. A service that keeps watched copies of the live pods and the nodes
-    (as the hub's quota service does) reads the same: its copy of the live pods gained each
+    namespace has no jobs. A service that keeps watched copies of the live pods, the nodes and
+    the ResourceQuotas (as the hub's quota service does) reads the same: its copy of the live pods gained each
     worker and lost the succeeded one (the API server's DELETED for a pod that left the field
     selector). An account that may list only in the users' namespaces gets the same answers,
     user by user, and the service says why once."""
