@@ -25,7 +25,11 @@ Steps, with N users:
    stopped): time until the hub API answers, until every server is ready again in
    `/hub/api/users`, and the hub's RSS.
 5. one user's `paddlecloud list` and `logs` (a 2-worker job of their own) before any hub
-   user exists and again among the N users with their jobs: flat in the number of users.
+   user exists and again among the N users with their jobs: flat in the number of users;
+   beside each, kubectl's `get jobs` and `logs` of the same job, runs interleaved (how much
+   the cluster itself slows with N users, the same for any client).
+The spawns' row also counts the API server's requests (every client's, by verb) during the
+spawns of each hub: what each spawner costs the API server per spawn.
 """
 
 from __future__ import annotations
@@ -108,22 +112,46 @@ def bench_config(product: str, token: str, connect_port: int, plain: bool) -> st
 METRIC_LINE = re.compile(r'^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$')
 
 
-def list_counts(metrics: str) -> dict[tuple[str, str], float]:
-    """(resource, scope) -> LIST requests so far, from the API server's /metrics text."""
-    counts: dict[tuple[str, str], float] = {}
+def request_counts(metrics: str) -> dict[tuple[str, str, str], float]:
+    """(verb, resource[/subresource], scope) -> requests so far, from the API server's /metrics
+    text (every client's, whatever the answer)."""
+    counts: dict[tuple[str, str, str], float] = {}
     for line in metrics.splitlines():
         match = METRIC_LINE.match(line)
         if not match:
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
-        if labels.get("verb") != "LIST":
-            continue
-        key = (labels.get("resource", ""), labels.get("scope", ""))
+        resource = "/".join(part for part in (labels.get("resource", ""), labels.get("subresource", "")) if part)
+        key = (labels.get("verb", ""), resource, labels.get("scope", ""))
         counts[key] = counts.get(key, 0.0) + float(match.group(2))
     return counts
 
 
-def counts_delta(before: dict, after: dict) -> dict[tuple[str, str], int]:
+def list_counts(metrics: str) -> dict[tuple[str, str], float]:
+    """(resource, scope) -> LIST requests so far, from the API server's /metrics text."""
+    counts: dict[tuple[str, str], float] = {}
+    for (verb, resource, scope), n in request_counts(metrics).items():
+        if verb == "LIST" and "/" not in resource:
+            counts[(resource, scope)] = counts.get((resource, scope), 0.0) + n
+    return counts
+
+
+# Requests that come with time, not with spawns: KWOK's node heartbeats (a node's status and its
+# lease, for every node, all along) and the watches the clients hold open.
+BACKGROUND_REQUESTS = ("leases", "nodes/status")
+
+
+def spawn_requests(delta: dict[tuple[str, str, str], int]) -> dict[tuple[str, str], int]:
+    """(verb, resource) -> requests of every client in `delta`, but the background's
+    (BACKGROUND_REQUESTS, WATCH): what the spawns cost the API server."""
+    out: dict[tuple[str, str], int] = {}
+    for (verb, resource, _), n in delta.items():
+        if verb != "WATCH" and resource not in BACKGROUND_REQUESTS:
+            out[(verb, resource)] = out.get((verb, resource), 0) + n
+    return out
+
+
+def counts_delta(before: dict, after: dict) -> dict:
     return {k: int(after[k] - before.get(k, 0)) for k in after if after[k] - before.get(k, 0) > 0}
 
 
@@ -134,6 +162,23 @@ def cluster_lists(delta: dict[tuple[str, str], int]) -> int:
 def describe_lists(delta: dict[tuple[str, str], int]) -> str:
     shown = sorted(((n, res, scope) for (res, scope), n in delta.items()), reverse=True)
     return ", ".join(f"{res} ({scope}) {n}" for n, res, scope in shown) or "none"
+
+
+def describe_requests(requests: dict[tuple[str, str], int], spawns: int, seconds: float) -> str:
+    """'N (n per spawn, r/s): VERB count, ...', largest first."""
+    by_verb: dict[str, int] = {}
+    for (verb, _), n in requests.items():
+        by_verb[verb] = by_verb.get(verb, 0) + n
+    total = sum(by_verb.values())
+    verbs = ", ".join(f"{verb} {n:,}" for n, verb in sorted(((n, v) for v, n in by_verb.items()), reverse=True))
+    return (f"{total:,} ({total / max(spawns, 1):.1f} per spawn, {total / seconds:.0f}/s)" if seconds > 0
+            else f"{total:,}") + (f": {verbs}" if verbs else "")
+
+
+def top_requests(requests: dict[tuple[str, str], int], count: int = 10) -> str:
+    """The `count` most frequent 'VERB resource N', largest first."""
+    ranked = sorted(((n, verb, resource) for (verb, resource), n in requests.items()), reverse=True)[:count]
+    return ", ".join(f"{verb} {resource} {n:,}" for n, verb, resource in ranked) or "none"
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -425,6 +470,14 @@ def api_lists(bench) -> dict[tuple[str, str], float]:
     return counts
 
 
+def api_requests(bench) -> dict[tuple[str, str, str], float]:
+    """The API server's request counts so far (every client's), by verb, resource and scope."""
+    counts = request_counts(bench.cluster.request("GET", "/metrics"))
+    if not counts:
+        raise RuntimeError("the API server's /metrics has no apiserver_request_total counts")
+    return counts
+
+
 def steady_window(hub: Hub, seconds: float) -> dict:
     """The hub's CPU and the API server's LISTs over `seconds` with every server running."""
     before = api_lists(hub.bench)
@@ -561,20 +614,37 @@ def logs_by_worker(text: str) -> dict[str, list[str]]:
 
 
 def time_cli(bench, expected: dict[str, list[str]], runs: int) -> dict:
-    """`paddlecloud list` and `logs` in the probe user's namespace: median wall time, checked."""
+    """`paddlecloud list` and `logs` in the probe user's namespace, and beside each (runs
+    interleaved) what kubectl reads for the same (`get jobs`, `logs` of the job's pods): median
+    wall times, every output checked. kubectl's figures say how much the cluster itself slows."""
     list_cmd, logs_cmd = bench.our(PROBE_NS, "list"), bench.our(PROBE_NS, "logs", PROBE_JOB)
+    kube_list = bench.kube(PROBE_NS, "get", "jobs")
+    kube_logs = bench.kube(PROBE_NS, "logs", "-l", f"batch.kubernetes.io/job-name={PROBE_JOB}", "--tail=-1")
     # KWOK serves a pod's log once it has seen its Logs object: until then the lines are missing.
     wait_until(lambda: logs_by_worker(run_timed(logs_cmd, env=bench.env).stdout.decode()) == expected, 120,
                "KWOK to serve the probe job's logs", interval=1)
-    result = {}
-    for label, cmd in (("list", list_cmd), ("logs", logs_cmd)):
-        done = [run_timed(cmd, env=bench.env) for _ in range(runs)]
+    every_line = sorted(line for lines in expected.values() for line in lines)
+
+    def ours_ok(label: str, out: str) -> bool:
         if label == "list":
-            ok = all(r.code == 0 and [row.split()[0] for row in r.stdout.decode().splitlines()[1:]] == [PROBE_JOB]
-                     for r in done)
-        else:
-            ok = all(r.code == 0 and logs_by_worker(r.stdout.decode()) == expected for r in done)
-        result[label] = {"wall": median([r.wall for r in done]), "ok": ok}
+            return [row.split()[0] for row in out.splitlines()[1:]] == [PROBE_JOB]
+        return logs_by_worker(out) == expected
+
+    def kubectl_ok(label: str, out: str) -> bool:
+        if label == "list":
+            return [row.split()[0] for row in out.splitlines()[1:]] == [PROBE_JOB]
+        return sorted(out.splitlines()) == every_line
+
+    result = {}
+    for label, ours_cmd, kube_cmd in (("list", list_cmd, kube_list), ("logs", logs_cmd, kube_logs)):
+        ours, kube = [], []
+        for _ in range(runs):
+            ours.append(run_timed(ours_cmd, env=bench.env))
+            kube.append(run_timed(kube_cmd, env=bench.env))
+        result[label] = {"wall": median([r.wall for r in ours]),
+                         "ok": all(r.code == 0 and ours_ok(label, r.stdout.decode()) for r in ours),
+                         "kubectl": median([r.wall for r in kube]),
+                         "kubectl_ok": all(r.code == 0 and kubectl_ok(label, r.stdout.decode()) for r in kube)}
     return result
 
 
@@ -607,7 +677,7 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
                 if status != 201:
                     raise RuntimeError(f"creating {len(users)} users: HTTP {status}")
                 log(f"hub-scale: {mode}: {len(users)} spawns through the REST API, at most {limit} at once")
-                t0 = time.monotonic()
+                requests_before, t0 = api_requests(bench), time.monotonic()
                 spawns = asyncio.run(spawn_all(hub, users, limit))
                 run = {"limit": limit, "spawns": spawns, "wall": time.monotonic() - t0}
                 ready = hub.ready_users()
@@ -616,6 +686,7 @@ def hub_scale_section(bin_dir: str, kubectl: str, ours_cmd: list[str], size: Siz
                 run["failures"] = [s for s in spawns if s["error"]]
                 run["rss_after_spawns"] = process_rss_mib(hub.proc.pid)
                 run["spawn_lists"] = counts_delta(lists_before, api_lists(bench))
+                run["spawn_requests"] = spawn_requests(counts_delta(requests_before, api_requests(bench)))
                 log(f"  {mode}: {run['ready']} ready, {len(run['failures'])} failed, p95 "
                     f"{fmt_s(percentile([s['seconds'] for s in spawns if s['seconds'] is not None], 95))}")
                 log(f"hub-scale: {mode}: steady state, {size.window:.0f}s")
@@ -662,6 +733,8 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
             all(p["ok"] for p in ours["pages"].values()),
         "`paddlecloud list` showed the one job and `logs` every line of both workers, in order (both sizes)":
             all(r["ok"] for at in ours["cli"].values() for r in at.values()),
+        "kubectl's `get jobs` showed the one job and its `logs` every line of both pods (both sizes)":
+            all(r["kubectl_ok"] for at in ours["cli"].values() for r in at.values()),
     }
     correct = all(checks.values())
     q = ratio(p95("ours"), p95("plain"))
@@ -669,7 +742,10 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
                 f"{fmt_s(p95('ours'))}, {len(ours['failures'])} failed",
                 f"{fmt_s(p95('plain'))}, {len(plain['failures'])} failed (plain KubeSpawner)",
                 fmt_ratio(q), "0 failed, p95 ≤ +10%",
-                bool(q and q <= 1 + SPAWN_GOAL and checks[next(iter(checks))]) if not smoke else None)]
+                bool(q and q <= 1 + SPAWN_GOAL and checks[next(iter(checks))]) if not smoke else None,
+                "API requests during the spawns (every client's; node heartbeats and watches left out): ours "
+                f"{describe_requests(ours['spawn_requests'], n, ours['wall'])} vs plain "
+                f"{describe_requests(plain['spawn_requests'], n, plain['wall'])}")]
     r, rp = ours["restart"], plain["restart"]
     rows.append(Row(f"hub restart with {r['servers']:,} running servers (plain: {rp['servers']:,}): API answers / "
                     "all restored / RSS", f"{fmt_s(r['api'])} / {fmt_s(r['restored'])} / {r['rss']:.0f} MiB",
@@ -693,11 +769,18 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
                     f"{cluster_lists(ours['spawn_lists'])} vs {cluster_lists(plain['spawn_lists'])}"))
     cli = ours["cli"]
     flat = {label: ratio(cli["among"][label]["wall"], cli["alone"][label]["wall"]) for label in ("list", "logs")}
+    kube_flat = {label: ratio(cli["among"][label]["kubectl"], cli["alone"][label]["kubectl"])
+                 for label in ("list", "logs")}
     rows.append(Row(f"one user's `paddlecloud list` / `logs` (2 × {PROBE_LINES:,} lines): among {n:,} users vs alone",
                     f"{fmt_s(cli['among']['list']['wall'])} / {fmt_s(cli['among']['logs']['wall'])}",
                     f"{fmt_s(cli['alone']['list']['wall'])} / {fmt_s(cli['alone']['logs']['wall'])} (alone)",
                     f"{fmt_ratio(flat['list'])} / {fmt_ratio(flat['logs'])}", f"flat (≤ {CLI_FLAT}×)",
-                    None if smoke else all(q is not None and q <= CLI_FLAT for q in flat.values())))
+                    None if smoke else all(q is not None and q <= CLI_FLAT for q in flat.values()),
+                    "kubectl's own `get jobs` / `logs` of the same job, same runs: "
+                    f"{fmt_s(cli['among']['list']['kubectl'])} / {fmt_s(cli['among']['logs']['kubectl'])} among vs "
+                    f"{fmt_s(cli['alone']['list']['kubectl'])} / {fmt_s(cli['alone']['logs']['kubectl'])} alone "
+                    f"({fmt_ratio(kube_flat['list'])} / {fmt_ratio(kube_flat['logs'])}): what the cluster itself "
+                    "adds"))
     lines = [__doc__.split("\n\n", 1)[1].strip(), "",
              f"Size: {n:,} users on {size.nodes} KWOK nodes of 8 GPUs; {size.jobs} jobs of {JOB_WORKERS} workers; "
              f"steady window {size.window:.0f} s; {size.page_requests} requests per page.", "",
@@ -718,6 +801,9 @@ def report(runs: dict, size: Size, n: int, smoke: bool, seconds: float) -> Secti
                  f"{plain.get('left_pods', '—')} | not stopped (the restart runs next) |")
     both("hub RSS after the spawns (peak)", lambda x: f"{x['rss_after_spawns'][0]:.0f} MiB "
                                                       f"({x['rss_after_spawns'][1]:.0f} MiB)")
+    both("the N spawns: API requests (every client's; node heartbeats and watches left out)",
+         lambda x: describe_requests(x["spawn_requests"], n, x["wall"]))
+    both("the N spawns: the most frequent requests", lambda x: top_requests(x["spawn_requests"]))
     both("hub start + N spawns: cluster-wide LISTs (every client)",
          lambda x: str(cluster_lists(x["spawn_lists"])))
     both("hub start + N spawns: all LISTs by resource (scope)", lambda x: describe_lists(x["spawn_lists"]))

@@ -32,12 +32,12 @@ FULL = {"lines": [10_000, 100_000], "read_runs": 7, "cli_runs": 15, "list_jobs":
         "submit_workers": 64, "submit_runs": 3, "spawns": 100, "spawn_runs": 1, "local_runs": 5,
         "follow_workers": 16, "follow_rate": 200, "follow_seconds": 60,
         "live_lines": 200, "live_runs": 3, "queue_jobs": 1000, "queue_runs": 20, "queue_list_runs": 7,
-        "hub": {"users": 1000, "nodes": 500, "jobs": 200, "window": 60.0, "page_requests": 20, "cli_runs": 7}}
+        "hub": {"users": 1000, "nodes": 500, "jobs": 200, "window": 60.0, "page_requests": 20, "cli_runs": 15}}
 QUICK = {"lines": [10_000, 50_000], "read_runs": 3, "cli_runs": 7, "list_jobs": 200, "list_runs": 3,
          "submit_workers": 64, "submit_runs": 1, "spawns": 20, "spawn_runs": 1, "local_runs": 2,
          "follow_workers": 16, "follow_rate": 200, "follow_seconds": 15,
          "live_lines": 100, "live_runs": 2, "queue_jobs": 200, "queue_runs": 10, "queue_list_runs": 3,
-         "hub": {"users": 200, "nodes": 100, "jobs": 40, "window": 30.0, "page_requests": 10, "cli_runs": 5}}
+         "hub": {"users": 200, "nodes": 100, "jobs": 40, "window": 30.0, "page_requests": 10, "cli_runs": 7}}
 # Smoke: every section's code path and correctness checks at the smallest size that still
 # exercises them (seconds each; tests/local and tests/cluster run it in `make test`, so a
 # rename breaks a test, not the next measurement). Its figures mean nothing.

@@ -1,5 +1,5 @@
 """The hub-scale benchmark's pure parts (benchmarks/hub_scale.py): the hub config it layers
-on the product's, and how it counts the API server's LISTs from /metrics."""
+on the product's, and how it counts the API server's requests and LISTs from /metrics."""
 
 from __future__ import annotations
 
@@ -75,3 +75,27 @@ def test_progress_events_are_read_from_server_sent_lines(hub_scale):
     assert hub_scale.sse_data(b'data: {"ready": true, "progress": 100}\n') == {"ready": True, "progress": 100}
     assert hub_scale.sse_data(b"\n") is None
     assert hub_scale.sse_data(b": keepalive\n") is None
+
+
+REQUESTS = METRICS + """apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="status",verb="PATCH",version="v1"} 900
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 800
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="serviceaccounts",scope="resource",subresource="",verb="POST",version="v1"} 2
+"""
+
+
+def test_every_request_is_counted_by_verb_resource_and_scope(hub_scale):
+    counts = hub_scale.request_counts(REQUESTS)
+    assert counts[("LIST", "pods", "cluster")] == 8.0
+    assert counts[("POST", "pods/binding", "resource")] == 5.0
+    assert counts[("WATCH", "pods", "cluster")] == 40.0
+    assert hub_scale.list_counts(REQUESTS) == hub_scale.list_counts(METRICS)  # a subresource's POST is no LIST
+
+
+def test_what_the_spawns_cost_leaves_out_heartbeats_and_watches(hub_scale):
+    before = {key: 0.0 for key in hub_scale.request_counts(REQUESTS)}
+    costs = hub_scale.spawn_requests(hub_scale.counts_delta(before, hub_scale.request_counts(REQUESTS)))
+    assert costs == {("LIST", "pods"): 11, ("LIST", "jobs"): 2, ("POST", "pods/binding"): 5,
+                     ("POST", "serviceaccounts"): 2}
+    assert hub_scale.describe_requests(costs, 4, 2.0) == "20 (5.0 per spawn, 10/s): LIST 13, POST 7"
+    assert hub_scale.top_requests(costs, 2) == "LIST pods 11, POST pods/binding 5"
