@@ -7,10 +7,12 @@ container shares the host's monotonic clock), then RATE lines a second for SECON
 each carrying its write time (follow_io.payload), then one line of totals that the
 followers' tally does not count. A late tick writes at once; nothing is skipped.
 
-The lines go straight to the container's output, the standard output of Paddle's
-launcher (our parent), not to our own: the launcher keeps a worker's output in a file
-and echoes it in batches every 2 seconds or so, which would put Paddle's batching, not
-the log path (containerd, kubelet, API server, follower), into every figure.
+The lines go to this trainer's own standard output, as a user's `print` does: Paddle's
+launcher keeps it in its file (`workerlog.0`), the worker's relay (paddle_ext.trainer_logs)
+copies each line to the container's output as it is written, and the kubelet, the API
+server and the follower take it from there. So every figure includes the whole path a
+user's line takes. (The launcher's own copy, every 2 seconds or so, is left out by the
+product: the launcher's standard output goes nowhere, so a line written there is lost.)
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from follow_io import payload
 def main() -> int:
     rate, seconds, start_at = (float(arg) for arg in sys.argv[1:4])
     worker = int(os.environ["JOB_COMPLETION_INDEX"])
-    out = open(f"/proc/{os.getppid()}/fd/1", "w")
+    out = sys.stdout
     while (left := start_at - time.monotonic()) > 0:
         out.write(payload(worker, -1, time.monotonic()) + "\n")
         out.flush()

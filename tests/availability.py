@@ -42,3 +42,14 @@ def skip_or_fail(reason: str) -> NoReturn:
         pytest.fail(f"{reason} ({REQUIRE}=1: the real-node and cluster tests must run on this machine)",
                     pytrace=False)
     pytest.skip(reason)
+
+
+def require_cluster_tools(missing: str | None) -> None:
+    """The cluster and helm tiers' tools: with `missing` (what is missing and how to get it)
+    skip where PADDLECLOUD_SKIP_CLUSTER=1 allows it (fail under PADDLECLOUD_REQUIRE_REAL_NODE=1),
+    else fail; present, still fail when the two settings are set together."""
+    if missing and skip_cluster_allowed():
+        skip_or_fail(missing)
+    if missing:
+        pytest.fail(missing, pytrace=False)
+    skip_cluster_allowed()

@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from availability import skip_cluster_allowed, skip_or_fail  # noqa: E402
+from availability import require_cluster_tools, skip_or_fail  # noqa: E402
 from cluster_helpers import KUEUE_PODS_READY_SECONDS  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 from tools.k8s.kueue import unavailable_reason as kueue_missing  # noqa: E402
@@ -38,12 +38,8 @@ def k8s_bin_dir():
     """The cached control-plane binaries (env PADDLECLOUD_K8S_BIN_DIR overrides)."""
     bin_dir = os.environ.get("PADDLECLOUD_K8S_BIN_DIR") or default_bin_dir()
     missing = missing_binaries(bin_dir)
-    if missing:
-        message = f"control-plane binaries missing in {bin_dir}: {missing}; run `make k8s-bin`"
-        if skip_cluster_allowed():
-            skip_or_fail(message)
-        pytest.fail(message, pytrace=False)
-    skip_cluster_allowed()  # fails when PADDLECLOUD_SKIP_CLUSTER=1 comes with PADDLECLOUD_REQUIRE_REAL_NODE=1
+    require_cluster_tools(f"control-plane binaries missing in {bin_dir}: {missing}; run `make k8s-bin`"
+                          if missing else None)
     return bin_dir
 
 

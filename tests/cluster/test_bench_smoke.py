@@ -4,15 +4,23 @@ checked; this is what keeps `make bench` from breaking unnoticed between its run
 
 The KWOK sections start a cluster of their own with KWOK nodes only (no real node: the
 benchmark's KwokBench), as `make bench` does; the `queue` section another, with Kueue, and
-`hub-scale` another, with a real hub. (`follow-node`, on the real node, has no smoke
-test yet: the one written failed in its first CI run and was taken out until it is understood.)"""
+`hub-scale` another, with a real hub, and `follow-node` one with the real node, before the
+session's cluster takes it (marked `own_real_node`).
+
+`follow-node` had no smoke test for a while (the first one written failed in CI and was taken
+out), and in that time the product's workers stopped passing on what Paddle's launcher writes
+to its standard output (paddle_ext.trainer_logs), which is where the section's workers wrote:
+its full run then failed with no follower ever seeing a line. That is the rot this file is for."""
 
 from __future__ import annotations
+
+import os
 
 from availability import skip_or_fail
 from benchsmoke import run_smoke
 import pytest
 
+from tools.k8s import node
 from tools.k8s.kueue import unavailable_reason as kueue_missing
 
 KWOK_SECTIONS = ["cli", "logs", "follow", "submit", "list", "spawn"]
@@ -47,3 +55,20 @@ def test_the_hub_scale_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path)
     report = run_smoke(["hub-scale"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=840)
     assert "## Hub at 5 users (KWOK)" in report
     assert "**NO**" not in report
+
+
+@pytest.mark.own_real_node
+@pytest.mark.timeout(600)
+def test_the_real_node_follow_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
+    """`follow-node` at smoke size, on a real-node cluster of its own: a 2-worker job of ours
+    whose trainers print lines, followed by our CLI, kubectl and the notebook server's SSE
+    endpoint; every line of both workers once and in order in each."""
+    record = node.read_record()
+    if record and record.get("owner_pid") == os.getpid():
+        pytest.skip("this session already runs the shared real-node cluster; run this test first")
+    reason = node.unavailable_reason(k8s_bin_dir)
+    if reason:
+        skip_or_fail(f"real node: {reason}")
+    report = run_smoke(["follow-node"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=540)
+    assert "## Follow: 2 workers × 20 lines/s (real node)" in report
+    assert "not run" not in report

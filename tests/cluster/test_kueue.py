@@ -120,6 +120,17 @@ def workload_of(custom, ns, job_name, kind="Job"):
     return next(iter(workloads_of(custom, ns, job_name, kind)), None)
 
 
+def wait_admitted(custom, ns, job_name, what, timeout=60, kind="Job") -> dict:
+    """The job's Workload once Kueue has admitted it (failing with its status)."""
+    return wait_for(lambda: (found := workload_of(custom, ns, job_name, kind)) and condition(found, "Admitted") and found,
+                    timeout=timeout, what=what, message=lambda: (workload_of(custom, ns, job_name, kind) or {}).get("status"))
+
+
+def wait_local_queue_active(custom, ns, what):
+    wait_for(lambda: condition(custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
+                                                                   queues.LOCAL_QUEUE), "Active"), what=what)
+
+
 def pods_of(core_v1, ns, job_name):
     return core_v1.list_namespaced_pod(ns, label_selector=f"batch.kubernetes.io/job-name={job_name}").items
 
@@ -185,8 +196,7 @@ def test_a_suspended_labelled_indexed_job_is_admitted_runs_on_kwok_and_completes
     batch_v1.create_namespaced_job(ns, job("fits", workers=2, gpus=2))
     wl = wait_for(lambda: workload_of(custom, ns, "fits"), what="Kueue to make the job's Workload")
     assert wl["spec"]["queueName"] == QUEUE
-    wait_for(lambda: condition(workload_of(custom, ns, "fits") or {}, "Admitted"), what="the Workload admitted",
-             message=lambda: workload_of(custom, ns, "fits"))
+    wait_admitted(custom, ns, "fits", "the Workload admitted")
     wait_for(lambda: batch_v1.read_namespaced_job("fits", ns).spec.suspend is False, what="Kueue to unsuspend the job")
     wait_for(lambda: job_done(batch_v1, ns, "fits"), timeout=60, what="the job to complete")
     pods = pods_of(core_v1, ns, "fits")
@@ -226,8 +236,7 @@ def test_a_job_that_does_not_fit_waits_with_no_pods_and_starts_whole_when_quota_
     assert not condition(workload_of(custom, ns, "gang"), "Admitted")
 
     batch_v1.delete_namespaced_job("holder", ns, propagation_policy="Background")
-    wait_for(lambda: condition(workload_of(custom, ns, "gang") or {}, "Admitted"), timeout=60,
-             what="the gang job admitted once the holder is gone")
+    wait_admitted(custom, ns, "gang", "the gang job admitted once the holder is gone")
     wait_for(lambda: job_done(batch_v1, ns, "gang"), timeout=60, what="the gang job to complete")
     assert batch_v1.read_namespaced_job("gang", ns).status.succeeded == 2
 
@@ -311,9 +320,7 @@ class Teams:
         wait_for(lambda: condition(self.custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues",
                                                                          cq["metadata"]["name"]), "Active"),
                  what="the team's ClusterQueue to become active")
-        wait_for(lambda: condition(self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
-                                                                            queues.LOCAL_QUEUE), "Active"),
-                 what="the LocalQueue default to become active")
+        wait_local_queue_active(self.custom, ns, what="the LocalQueue default to become active")
         return ns, cq
 
     def member(self, cluster_queue: str, user: str, weight: Decimal) -> str:
@@ -321,9 +328,7 @@ class Teams:
         ns = self.make_namespace("kq", labels={USER_LABEL: f"{user}-{self.tag}"})
         lq = tenancy.local_queue(ns, queues.LOCAL_QUEUE, cluster_queue, queues.weight_quantity(weight))
         self.custom.create_namespaced_custom_object(GROUP, VERSION, ns, "localqueues", lq)
-        wait_for(lambda: condition(self.custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
-                                                                            queues.LOCAL_QUEUE), "Active"),
-                 what=f"{user}'s LocalQueue default to become active")
+        wait_local_queue_active(self.custom, ns, what=f"{user}'s LocalQueue default to become active")
         return ns
 
     def priority_class(self, value: int) -> str:
@@ -397,8 +402,7 @@ def test_all_or_nothing_a_16_gpu_job_waits_with_no_pods_while_4_are_taken_and_st
     assert pods_of(core_v1, ns, "gang") == []  # no worker holds a GPU while it waits
 
     release(batch_v1, ns)
-    wait_for(lambda: condition(workload_of(custom, ns, "gang") or {}, "Admitted"), timeout=60,
-             what="the 16-GPU job admitted once the 4 GPUs are free")
+    wait_admitted(custom, ns, "gang", "the 16-GPU job admitted once the 4 GPUs are free")
     wait_for(lambda: job_done(batch_v1, ns, "gang"), timeout=90, what="the 16-GPU job to complete")
     pods = pods_of(core_v1, ns, "gang")
     assert len(pods) == 2 and {p.spec.node_name for p in pods} == {"kwok-gpu-0", "kwok-gpu-1"}, \
@@ -427,8 +431,7 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
         return asyncio.run(with_backend(lambda jobs: jobs.get("wide")))
 
     asyncio.run(with_backend(lambda jobs: jobs.submit(spec, str(tmp_path))))  # 12 GPUs > team a's 8
-    wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
-             what="team a's 12-GPU job admitted by borrowing 4 of team b's idle GPUs")
+    wait_admitted(custom, a_ns, "wide", "team a's 12-GPU job admitted by borrowing 4 of team b's idle GPUs")
     first = wait_for(lambda: len(pods_of(core_v1, a_ns, "wide")) == 3 and pods_of(core_v1, a_ns, "wide"), timeout=60,
                      what="team a's 3 workers created")
 
@@ -447,8 +450,7 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
                          what="team a's job preempted to give team b its GPUs back")
     reason = next(c["reason"] for c in preempted["status"]["conditions"] if c["type"] == "Preempted")
     assert reason in ("InCohortReclamation", "InCohortReclaimWhileBorrowing"), preempted["status"]["conditions"]
-    wait_for(lambda: condition(workload_of(custom, b_ns, "mine") or {}, "Admitted"), timeout=60,
-             what="team b's job admitted on its reclaimed GPUs")
+    wait_admitted(custom, b_ns, "mine", "team b's job admitted on its reclaimed GPUs")
     wait_for(lambda: batch_v1.read_namespaced_job("wide", a_ns).spec.suspend is True,
              what="team a's job suspended again (requeued)")
     wait_for(lambda: not condition(workload_of(custom, a_ns, "wide") or {}, "QuotaReserved"),
@@ -467,8 +469,7 @@ def test_a_team_borrows_idle_gpus_gives_them_back_when_the_lender_needs_them_and
         pods = [p for p in pods_of(core_v1, a_ns, "wide") if p.metadata.uid not in old]
         return pods if len(pods) == 3 else None
 
-    wait_for(lambda: condition(workload_of(custom, a_ns, "wide") or {}, "Admitted"), timeout=60,
-             what="team a's job readmitted once team b's job is gone")
+    wait_admitted(custom, a_ns, "wide", "team a's job readmitted once team b's job is gone")
     pods = wait_for(new_pods, timeout=60, what="team a's 3 new workers created")
     for pod in pods:  # not a failure: the Job controller's count ($PADDLECLOUD_RESTART) stays 0
         annotations = pod.metadata.annotations or {}
@@ -917,8 +918,7 @@ def test_a_cancelled_admitted_job_ends_frees_its_quota_and_reads_cancelled_kueue
         try:
             for name in ("running", "waiting"):
                 await jobs.submit(JobSpec(name=name, command=["python", "train.py"], workers=2, gpus_per_worker=4))
-            await asyncio.to_thread(wait_for, lambda: condition(workload_of(custom, ns, "running") or {}, "Admitted"),
-                                    timeout=60, what="the 8-GPU job admitted")
+            await asyncio.to_thread(wait_admitted, custom, ns, "running", "the 8-GPU job admitted")
             await asyncio.to_thread(wait_for, lambda: len([p for p in pods_of(core_v1, ns, "running")
                                                            if p.status.phase == "Running"]) == 2,
                                     timeout=60, what="its 2 workers running on the KWOK nodes")
@@ -936,8 +936,8 @@ def test_a_cancelled_admitted_job_ends_frees_its_quota_and_reads_cancelled_kueue
                                     timeout=60, what="the team queue's admitted usage back to 0", message=lambda: str(used()))
 
             await jobs.submit(JobSpec(name="next", command=["python", "train.py"], workers=2, gpus_per_worker=4))
-            await asyncio.to_thread(wait_for, lambda: condition(workload_of(custom, ns, "next") or {}, "Admitted"),
-                                    timeout=60, what="a job needing the whole quota admitted after the cancels")
+            await asyncio.to_thread(wait_admitted, custom, ns, "next",
+                                    "a job needing the whole quota admitted after the cancels")
             return await jobs.get("running"), await jobs.get("waiting")
         finally:
             await jobs.close()
@@ -982,15 +982,11 @@ async def test_the_quota_page_moves_the_team_queue_and_the_resource_quota_admits
         await sync.sync_user(user, [vision], namespace=ns, config=config)
         assert gpu_quota(names[0])["nominalQuota"] == "8"
         assert core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns).spec.hard[f"requests.{GPU}"] == "12"
-        wait_for(lambda: condition(custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
-                                                                       queues.LOCAL_QUEUE), "Active"),
-                 what="the user's LocalQueue default active")
+        wait_local_queue_active(custom, ns, what="the user's LocalQueue default active")
 
         # 12 GPUs: vision's 8 + 4 borrowed from audio's idle 8; every pod gets past the ResourceQuota.
         batch_v1.create_namespaced_job(ns, queued_job("most", workers=3, gpus=4, complete_after="1h"))
-        wait_for(lambda: condition(workload_of(custom, ns, "most") or {}, "Admitted"), timeout=60,
-                 what="Kueue to admit 12 GPUs (8 guaranteed + 4 borrowed)",
-                 message=lambda: (workload_of(custom, ns, "most") or {}).get("status"))
+        wait_admitted(custom, ns, "most", "Kueue to admit 12 GPUs (8 guaranteed + 4 borrowed)")
         wait_for(lambda: len([p for p in pods_of(core_v1, ns, "most") if p.status.phase == "Running"]) == 3,
                  timeout=60, what="all 3 workers running: none refused by the ResourceQuota",
                  message=lambda: [e.message for e in core_v1.list_namespaced_event(ns).items])
@@ -1118,13 +1114,9 @@ async def test_the_overview_shows_a_teams_borrowed_gpus_and_a_deleted_groups_que
                 view = await service.update("groups", group, parse_patch({"gpus": gpus, "cpu": "32",
                                                                           "memory": "128Gi"}))
                 assert "sync_errors" not in view, view
-            wait_for(lambda: condition(custom.get_namespaced_custom_object(GROUP, VERSION, ns, "localqueues",
-                                                                           queues.LOCAL_QUEUE), "Active"),
-                     what="ann's LocalQueue default active")
+            wait_local_queue_active(custom, ns, what="ann's LocalQueue default active")
             batch_v1.create_namespaced_job(ns, queued_job("wide", workers=3, gpus=2, complete_after="1h"))
-            wait_for(lambda: condition(workload_of(custom, ns, "wide") or {}, "Admitted"), timeout=60,
-                     what="team a's 6-GPU job admitted by borrowing 2 of team b's idle GPUs",
-                     message=lambda: (workload_of(custom, ns, "wide") or {}).get("status"))
+            wait_admitted(custom, ns, "wide", "team a's 6-GPU job admitted by borrowing 2 of team b's idle GPUs")
 
             async def rows():
                 section = (await service.cluster_overview())["queues"]

@@ -31,8 +31,8 @@ from tools.k8s import kueue
 
 import test_kueue
 from cluster_helpers import wait_for
-from test_kueue import (GPU, GROUP, VERSION, condition, hold, kueue_backend, release, waiting_message, workload_of,
-                        workloads_of)
+from test_kueue import (GPU, GROUP, VERSION, condition, hold, kueue_backend, release, wait_admitted, waiting_message,
+                        workload_of, workloads_of)
 
 # test_kueue's fixtures, used here as they are: the admin's CustomObjectsApi, the hub's team queues.
 custom = test_kueue.custom
@@ -146,8 +146,7 @@ def test_a_paddlejob_that_fits_is_one_workload_of_its_workers_admitted_whole_and
     assert not condition(wl, "QuotaReserved") and not condition(wl, "Admitted")
 
     custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", name, {"spec": {"stopPolicy": "None"}})
-    wl = wait_for(lambda: (found := pj_workload(custom, ns, "fits")) and condition(found, "Admitted") and found,
-                  what="the PaddleJob's Workload admitted", message=lambda: pj_workload(custom, ns, "fits"))
+    wl = wait_admitted(custom, ns, "fits", "the PaddleJob's Workload admitted", kind="PaddleJob")
     admission = wl["status"]["admission"]
     assert admission["clusterQueue"] == name
     (assigned,) = admission["podSetAssignments"]
@@ -196,9 +195,7 @@ def test_a_paddlejob_that_fits_but_not_now_waits_queued_behind_a_job_with_its_po
     assert not condition(pj_workload(custom, ns, "second"), "QuotaReserved")
 
     release(batch_v1, ns)
-    wl = wait_for(lambda: (found := pj_workload(custom, ns, "second")) and condition(found, "Admitted") and found,
-                  timeout=60, what="the PaddleJob admitted once the holder is gone",
-                  message=lambda: pj_workload(custom, ns, "second"))
+    wl = wait_admitted(custom, ns, "second", "the PaddleJob admitted once the holder is gone", kind="PaddleJob")
     assert wl["status"]["admission"]["clusterQueue"] == cq["metadata"]["name"]
     (assigned,) = wl["status"]["admission"]["podSetAssignments"]
     assert (assigned["name"], assigned["count"], assigned["resourceUsage"][GPU]) == ("worker", 2, "4"), assigned

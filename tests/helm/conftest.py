@@ -14,19 +14,14 @@ import time
 
 import pytest
 
-from availability import skip_cluster_allowed, skip_or_fail
+from availability import require_cluster_tools, skip_or_fail
 from helmlib import missing_tools
 
 
 @pytest.fixture(scope="session")
 def k8s_tools():
     missing = missing_tools()
-    if missing:
-        message = f"helm tier: {missing} missing; run `make k8s-bin`"
-        if skip_cluster_allowed():
-            skip_or_fail(message)
-        pytest.fail(message, pytrace=False)
-    skip_cluster_allowed()  # fails when PADDLECLOUD_SKIP_CLUSTER=1 comes with PADDLECLOUD_REQUIRE_REAL_NODE=1
+    require_cluster_tools(f"helm tier: {missing} missing; run `make k8s-bin`" if missing else None)
 
 
 @pytest.fixture(scope="session")

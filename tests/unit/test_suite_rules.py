@@ -251,6 +251,22 @@ def test_real_node_skips_fail_when_the_run_requires_the_real_node(monkeypatch):
         skip_cluster_allowed()
 
 
+def test_missing_cluster_tools_fail_unless_skipping_the_cluster_is_allowed(monkeypatch):
+    from availability import require_cluster_tools
+
+    monkeypatch.delenv("PADDLECLOUD_REQUIRE_REAL_NODE", raising=False)
+    monkeypatch.delenv("PADDLECLOUD_SKIP_CLUSTER", raising=False)
+    require_cluster_tools(None)  # all there: nothing happens
+    with pytest.raises(pytest.fail.Exception, match="helm missing"):
+        require_cluster_tools("helm missing")
+    monkeypatch.setenv("PADDLECLOUD_SKIP_CLUSTER", "1")
+    with pytest.raises(pytest.skip.Exception, match="helm missing"):
+        require_cluster_tools("helm missing")
+    monkeypatch.setenv("PADDLECLOUD_REQUIRE_REAL_NODE", "1")
+    with pytest.raises(pytest.fail.Exception, match="set together"):
+        require_cluster_tools(None)
+
+
 def collected(path: str, seed: int) -> list[str]:
     """The test ids of `path` in the order pytest (with pytest-randomly at `seed`) would run them."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "randomly",
