@@ -77,8 +77,9 @@ include tools/docs/docs.mk
 test:
 	@tools/k8s/prebuild.sh $(MAKE) --no-print-directory test-tiers
 
+# The tiers that need no cluster come first: on a cold machine they run while the binaries build.
 test-tiers: setup browser-deps login-deps
-	$(MAKE) lint docs test-unit test-lab test-local test-cluster test-browser test-helm
+	$(MAKE) lint docs test-unit test-lab test-local test-browser test-cluster test-helm
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
 # pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).

@@ -14,10 +14,9 @@ its full run then failed with no follower ever seeing a line. That is the rot th
 
 from __future__ import annotations
 
-import os
-
 from availability import skip_or_fail
 from benchsmoke import run_smoke
+from cluster_helpers import skip_while_this_session_holds_the_real_node
 import pytest
 
 from tools.k8s import node
@@ -63,9 +62,7 @@ def test_the_real_node_follow_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tm
     """`follow-node` at smoke size, on a real-node cluster of its own: a 2-worker job of ours
     whose trainers print lines, followed by our CLI, kubectl and the notebook server's SSE
     endpoint; every line of both workers once and in order in each."""
-    record = node.read_record()
-    if record and record.get("owner_pid") == os.getpid():
-        pytest.skip("this session already runs the shared real-node cluster; run this test first")
+    skip_while_this_session_holds_the_real_node()
     reason = node.unavailable_reason(k8s_bin_dir)
     if reason:
         skip_or_fail(f"real node: {reason}")
