@@ -96,3 +96,25 @@ def test_a_hub_or_jupyter_server_starts_without_importing_what_we_leave_out():
                             f"print([m for m in sys.modules if m.split('.')[0] in {modules!r}])"],
                            capture_output=True, text=True, timeout=120)
     assert (found.returncode, found.stdout, found.stderr) == (0, "[]\n", "")
+
+
+def test_an_images_key_follows_the_panels_sources_not_its_build_output(tmp_path):
+    """The panel's build differs between two clones of one commit (webpack ids from the path):
+    keyed on it, every fresh clone would rebuild the notebook image for nothing."""
+    from tools.k8s import images
+
+    (tmp_path / "Dockerfile").write_text("FROM base\nCOPY labextension /src/labextension\n")
+    (tmp_path / "labextension" / "src").mkdir(parents=True)
+    (tmp_path / "labextension" / "prebuilt").mkdir()
+    (tmp_path / "labextension" / "src" / "index.ts").write_text("export {};\n")
+    image = {"ref": "example", "dockerfile": "Dockerfile", "base": "base"}
+
+    def key() -> str:
+        return images.dockerfile_key(image, "base-key", context=str(tmp_path))
+
+    before = key()
+    (tmp_path / "labextension" / "prebuilt" / "remoteEntry.0123.js").write_text("built in another clone")
+    (tmp_path / "labextension" / ".build-stamp").write_text("another build")
+    assert key() == before
+    (tmp_path / "labextension" / "src" / "index.ts").write_text("export const changed = 1;\n")
+    assert key() != before

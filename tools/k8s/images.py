@@ -45,6 +45,11 @@ MANIFEST = os.path.join(CACHE_ROOT, "images", "images.json")
 KEY_LABEL = "io.paddlecloud.key"
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 IMAGES_REV = "1"  # bump to rebuild every image after changing how they are built
+# What `make setup` builds from sources the image key already holds (labextension/src, its
+# package.json and lock): left out of the key, since the panel's webpack build writes ids derived
+# from the checkout's path into it, so every fresh clone (CI's) would rebuild the notebook image
+# and the real node import it again, with nothing changed.
+KEY_LEAVES_OUT = ("labextension/prebuilt/", "labextension/.build-stamp", "labextension/tsconfig.tsbuildinfo")
 
 BASE_REF = "docker.io/library/python:3.11-slim-bookworm"
 BASE_SUITE = "bookworm"
@@ -167,11 +172,14 @@ def context_files(sources, context=REPO):
 
 
 def dockerfile_key(image, base_key, context=REPO):
-    """Cache key of one Dockerfile image: Dockerfile, build args, copied files, base key."""
+    """Cache key of one Dockerfile image: Dockerfile, build args, copied files (but the build
+    outputs of KEY_LEAVES_OUT), base key."""
     with open(os.path.join(context, image["dockerfile"]), "rb") as fh:
         dockerfile = fh.read()
     parts = [IMAGES_REV, image["ref"], dockerfile, json.dumps(build_args(image), sort_keys=True), base_key]
     for rel in context_files(copy_sources(dockerfile.decode()), context):
+        if rel.startswith(KEY_LEAVES_OUT):
+            continue
         with open(os.path.join(context, rel), "rb") as fh:
             parts += [rel, hashlib.sha1(fh.read()).hexdigest()]
     return _sha1(*parts)
