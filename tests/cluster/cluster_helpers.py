@@ -6,11 +6,9 @@ import os
 import subprocess
 
 import kubernetes
-import pytest
 from serverutil import wait_for, wait_for_async  # noqa: F401 (the suite's one wait; cluster tests import it from here)
 
 from paddle_ext.constants import NOTEBOOK_SERVICE_ACCOUNT
-from tools.k8s import node
 from tools.k8s.cluster import GPU_TAINT, node_manifest
 
 
@@ -24,15 +22,6 @@ KWOK_NODES = {"type": "kwok"}
 KUEUE_PODS_READY_SECONDS = 120
 # A file a test creates in a job's container (open_gate) to let a gated script go on (ticker.py --until).
 GATE = "/tmp/paddlecloud-test-gate"
-
-
-def skip_while_this_session_holds_the_real_node() -> None:
-    """For a test that starts a real-node cluster of its own (marked `own_real_node`; conftest
-    runs those first): skip where this session's shared cluster has already taken the machine's
-    one real node (only a run that picks tests out of order gets there)."""
-    record = node.read_record()
-    if record and record.get("owner_pid") == os.getpid():
-        pytest.skip("this session already runs the shared real-node cluster; run this test first")
 
 
 def on_kwok_nodes(pod_spec: dict) -> dict:

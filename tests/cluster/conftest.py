@@ -27,6 +27,7 @@ if REPO not in sys.path:
 
 from availability import require_cluster_tools, skip_or_fail  # noqa: E402
 from cluster_helpers import KUEUE_PODS_READY_SECONDS  # noqa: E402
+from tools.k8s import node  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 from tools.k8s.kueue import unavailable_reason as kueue_missing  # noqa: E402
 
@@ -163,6 +164,17 @@ def pytest_collection_modifyitems(items):
     """Tests that start real-node clusters of their own (marked `own_real_node`) run first,
     before the session's cluster takes the machine's one real node."""
     items.sort(key=lambda item: 0 if item.get_closest_marker("own_real_node") else 1)
+
+
+@pytest.fixture(autouse=True)
+def own_real_node_only_while_free(request):
+    """A test marked `own_real_node` is skipped where this session's shared cluster has already
+    taken the machine's one real node (only a run that picks tests out of order gets there): the
+    marker alone says so, no such test has to remember it."""
+    if request.node.get_closest_marker("own_real_node"):
+        record = node.read_record()
+        if record and record.get("owner_pid") == os.getpid():
+            pytest.skip("this session already runs the shared real-node cluster; run this test first")
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from availability import skip_or_fail
 from benchsmoke import run_smoke
-from cluster_helpers import skip_while_this_session_holds_the_real_node
 import pytest
 
 from tools.k8s import node
@@ -62,7 +61,6 @@ def test_the_real_node_follow_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tm
     """`follow-node` at smoke size, on a real-node cluster of its own: a 2-worker job of ours
     whose trainers print lines, followed by our CLI, kubectl and the notebook server's SSE
     endpoint; every line of both workers once and in order in each."""
-    skip_while_this_session_holds_the_real_node()
     reason = node.unavailable_reason(k8s_bin_dir)
     if reason:
         skip_or_fail(f"real node: {reason}")

@@ -18,7 +18,7 @@ import kubernetes
 import pytest
 
 from availability import skip_or_fail
-from cluster_helpers import skip_while_this_session_holds_the_real_node, wait_for
+from cluster_helpers import wait_for
 from tools.k8s import node, node_config, procutil
 from tools.k8s.cluster import GPU_TAINT, IMAGE_REFS, Cluster, ClusterError, cri_log_lines
 
@@ -157,7 +157,6 @@ def sigkill_everything(state_dir):
 
 @pytest.mark.own_real_node
 def test_a_sigkilled_cluster_leaves_nothing_after_down_or_the_next_up(k8s_bin_dir, tmp_path):
-    skip_while_this_session_holds_the_real_node()
     node.teardown_when_free(LOCK_WAIT)  # whatever an earlier run left; `before` is the clean machine
     before = host_state()
     state = str(tmp_path / "crash")
@@ -204,7 +203,6 @@ time.sleep(3600)
 @pytest.mark.own_real_node
 def test_a_node_whose_owner_was_killed_is_taken_over_by_the_next_start(k8s_bin_dir, tmp_path):
     """A test session SIGKILLed mid-run leaves its cluster running: the next start stops it."""
-    skip_while_this_session_holds_the_real_node()
     node.teardown_when_free(LOCK_WAIT)
     before = host_state()
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
