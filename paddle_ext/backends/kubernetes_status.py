@@ -581,10 +581,13 @@ def open_job_pods(kind: JobKind, jobs: list[dict], pods: list[dict]) -> list[dic
 
 
 def refusals_needed(kind: JobKind, jobs: list[dict], pods: list[dict]) -> bool:
-    """Whether a job of the namespace that has not ended has no pods: only then are the
-    namespace's FailedCreate events read (why Kubernetes refuses its workers)."""
+    """Whether a job of the namespace that has not ended, and is not suspended (queued: no pods
+    by design, and its view reads no refusal), has no pods: only then are the namespace's
+    FailedCreate events read (why Kubernetes refuses its workers). A listing of queued jobs
+    so does without that request."""
     by_job = pods_by_job(pods)
-    return any(not by_job.get(job["metadata"]["name"]) and not kind.has_finished(job) for job in jobs)
+    return any(not by_job.get(job["metadata"]["name"]) and not kind.has_finished(job) and not kind.is_suspended(job)
+               for job in jobs)
 
 
 def job_views(jobs: list[dict], pods: list[dict], refusals: list[dict], *, kind: JobKind = DEFAULT_KIND,

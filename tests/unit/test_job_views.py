@@ -9,6 +9,7 @@ import json
 from paddle_ext.backends.kubernetes_status import (by_namespace, job_views, open_job_pods, open_jobs, pods_by_job,
                                                    refusals_needed, views_by_namespace)
 from paddle_ext.constants import JOB_LABEL, SPEC_ANNOTATION
+from paddle_ext.jobs import Phase
 from paddle_ext.jobkinds import JOB_KINDS, job_objects
 from paddle_ext.manifests import ManifestSettings
 from paddle_ext.spec import JobSpec
@@ -62,6 +63,13 @@ def test_refusals_are_needed_only_while_a_job_that_has_not_ended_has_no_pods():
     assert refusals_needed(KIND, [job("a"), job("b")], [pod("a", 0)])
     assert not refusals_needed(KIND, [job("a"), job("b", status="Failed")], [pod("a", 0)])
     assert not refusals_needed(KIND, [], [])
+    queued = job("queued")
+    queued["spec"]["suspend"] = True  # waiting in Kueue's queue: no pods by design
+    assert not refusals_needed(KIND, [job("a"), queued], [pod("a", 0)])
+    # ... and its view is the same either way: a queued job reads no refusal
+    (_, with_refusal), = job_views([queued], [], [refusal("queued")], kind=KIND)
+    (_, without), = job_views([queued], [], [], kind=KIND)
+    assert with_refusal == without and with_refusal.phase == Phase.QUEUED
 
 
 def test_job_views_give_each_job_its_own_pods_and_refusals_newest_first():
