@@ -136,8 +136,18 @@ def conditions(obj: dict) -> dict[str, dict]:
             if isinstance(c, dict)}
 
 
+def condition(obj: dict, kind: str) -> dict:
+    """obj's condition of type `kind` ({}: none), the one `conditions` keeps; without building
+    every condition's entry (a listing asks this several times of each of its Workloads)."""
+    found: dict = {}
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(c, dict) and str(c.get("type")) == kind:
+            found = c
+    return found
+
+
 def holds(obj: dict, kind: str) -> bool:
-    return (conditions(obj).get(kind) or {}).get("status") == "True"
+    return condition(obj, kind).get("status") == "True"
 
 
 def admitted(workload: dict) -> bool:
@@ -187,7 +197,7 @@ def priority(workload: dict) -> int:
 def order_time(workload: dict) -> datetime.datetime:
     """Kueue's queue-order time: an eviction by waitForPodsReady or an admission check moves a
     Workload to the back (at the eviction's time); else its creation time."""
-    evicted = conditions(workload).get("Evicted") or {}
+    evicted = condition(workload, "Evicted")
     if evicted.get("status") == "True" and evicted.get("reason") in ("PodsReadyTimeout", "AdmissionCheck"):
         when = _time(evicted.get("lastTransitionTime"))
         if when is not None:
@@ -279,15 +289,21 @@ def shortfalls(workload: dict) -> list[tuple[str, Decimal]]:
 
 def waiting_for(missing: list[tuple[str, Decimal]], title: str, ahead: int | None,
                 gpu_resource: str = GPU_RESOURCE) -> str:
-    """'needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours'."""
+    """'needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours' (a job's message)."""
     if missing:
-        parts = [f"needs {' and '.join(more_words(r, a, gpu_resource) for r, a in missing)} in {title}"]
+        parts = [f"needs {needed(missing, gpu_resource)} in {title}"]
     else:
         parts = [f"waits for its turn in {title}"]
     if ahead is not None:
         parts.append("no job ahead of yours" if ahead == 0 else
                      f"{ahead} job{'s' if ahead != 1 else ''} ahead of yours")
     return "; ".join(parts)
+
+
+def needed(missing: list[tuple[str, Decimal]], gpu_resource: str = GPU_RESOURCE) -> str:
+    """QueueState.waiting_for: words that follow "needs" (every view puts that word before
+    them, and names the queue from QueueState.queue): '4 more GPUs'; 'its turn' when it fits."""
+    return " and ".join(more_words(r, a, gpu_resource) for r, a in missing) if missing else "its turn"
 
 
 def interruption(workload: dict, cluster_queues: Iterable[dict] = (), say_requeued: bool = True,
@@ -327,7 +343,8 @@ def _sent_back(workload: dict, view: KueueView, title: str, gpu_resource: str) -
     if why is None:
         return None
     words = f"goes back in line in {title} once its workers have stopped"
-    return QueueState(queue=title, waiting_for=words), f"{why[0].upper()}{why[1:]}. Now it {words}."
+    return (QueueState(queue=title, waiting_for="its workers to stop before it goes back in line"),
+            f"{why[0].upper()}{why[1:]}. Now it {words}.")
 
 
 # ------------------------------------------------------------------ requeues
@@ -408,7 +425,7 @@ def interrupted_at(workload: dict) -> str | None:
 def deadline(workload: dict) -> datetime.datetime | None:
     """When an admitted Workload reaches its maximum execution time (None: it has none)."""
     seconds = (workload.get("spec") or {}).get("maximumExecutionTimeSeconds")
-    start = _time((conditions(workload).get("Admitted") or conditions(workload).get("QuotaReserved") or {})
+    start = _time((condition(workload, "Admitted") or condition(workload, "QuotaReserved"))
                   .get("lastTransitionTime"))
     if not isinstance(seconds, int) or start is None:
         return None
@@ -475,5 +492,6 @@ def queue_state(job: dict, view: KueueView, gpu_resource: str = GPU_RESOURCE) ->
                          "or do not hold enough GPUs")
     message = interruption(workload, view.cluster_queues, gpu_resource=gpu_resource)
     text = f"{message}. Now {words}." if message else f"Queued: {words}."
-    return QueueState(queue=title, position=place, ahead=ahead, waiting_for=words, estimated_start=estimate,
+    return QueueState(queue=title, position=place, ahead=ahead, waiting_for=needed(missing, gpu_resource),
+                      estimated_start=estimate,
                       estimate_basis=basis), text[0].upper() + text[1:]

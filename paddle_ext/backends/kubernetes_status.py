@@ -7,6 +7,7 @@ in a `reason` a program can branch on and a `message` a researcher understands.
 
 from __future__ import annotations
 
+import functools
 import json
 from decimal import Decimal
 from typing import Iterable, Mapping
@@ -377,10 +378,36 @@ def enforced_worker_request(kind: JobKind, job: dict, pods: list[dict], gpu_reso
     live = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
     for source in (*(pod.get("spec") or {} for pod in live), kind.pod_spec(job)):
         try:
-            return pod_requests({"spec": _requests_defaulted(source)}, gpu_resource)
+            return _worker_request(source, gpu_resource)
         except (ValueError, TypeError, ArithmeticError, AttributeError):
             continue
     return Resources()
+
+
+def _worker_request(pod_spec: dict, gpu_resource: str) -> Resources:
+    """pod_requests of `pod_spec` with its requests defaulted, worked out once per distinct
+    set of its containers' resources: the jobs of a listing mostly ask for the same, and
+    reading 1,000 of them spent a third of its time here."""
+    try:
+        key = tuple(tuple(_resources_key(c) for c in pod_spec.get(field) or ())
+                    for field in ("containers", "initContainers"))
+        hash(key)
+    except (TypeError, AttributeError):  # not the shape the API server stores: worked out as it is
+        return pod_requests({"spec": _requests_defaulted(pod_spec)}, gpu_resource)
+    return _requests_of(key, gpu_resource)
+
+
+def _resources_key(container: dict) -> tuple:
+    resources = container.get("resources") or {}
+    return (tuple((resources.get("limits") or {}).items()), tuple((resources.get("requests") or {}).items()))
+
+
+@functools.lru_cache(maxsize=256)
+def _requests_of(key: tuple, gpu_resource: str) -> Resources:
+    def containers(entries: tuple) -> list[dict]:
+        return [{"resources": {"limits": dict(limits), "requests": dict(requests)}} for limits, requests in entries]
+    return pod_requests({"spec": _requests_defaulted({"containers": containers(key[0]),
+                                                      "initContainers": containers(key[1])})}, gpu_resource)
 
 
 def _requests_defaulted(pod_spec: dict) -> dict:
