@@ -873,7 +873,8 @@ def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, cust
     assert (third.queue.position, third.queue.ahead) == (3, 2), third.queue
     team = f"team status-{teams.tag}'s queue"
     assert third.queue.queue == team
-    assert third.queue.waiting_for == f"needs 4 more GPUs in {team}; 2 jobs ahead of yours", third.queue
+    assert third.queue.waiting_for == "4 more GPUs", third.queue  # the words after "needs"
+    assert third.message == f"Queued: needs 4 more GPUs in {team}; 2 jobs ahead of yours.", third.message
     assert pods_of(core_v1, ns, "third") == []
 
 

@@ -186,7 +186,8 @@ def test_a_paddlejob_that_fits_but_not_now_waits_queued_behind_a_job_with_its_po
     team = f"team pjwaits-{teams.tag}'s queue"
     assert second.phase == Phase.QUEUED and second.reason == "Queued", second.to_dict()
     assert (second.queue.position, second.queue.ahead, second.queue.queue) == (2, 1, team), second.queue
-    assert second.queue.waiting_for == f"needs 4 more GPUs in {team}; 1 job ahead of yours", second.queue
+    assert second.queue.waiting_for == "4 more GPUs", second.queue  # the words after "needs"
+    assert second.message == f"Queued: needs 4 more GPUs in {team}; 1 job ahead of yours.", second.message
     assert [(j.phase, j.queue) for j in listed] == [(second.phase, second.queue)], listed
     first = run(lambda jobs: jobs.get("first"), kueue_cluster, ns, job_kind="job")
     assert (first.phase, first.queue.position) == (Phase.QUEUED, 1), first.to_dict()

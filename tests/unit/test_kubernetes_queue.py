@@ -10,6 +10,7 @@ from paddle_ext.backends import kubernetes_queue as kq
 from paddle_ext.backends.kubernetes_queue import KueueView
 from paddle_ext.backends.kubernetes_status import job_from_objects
 from paddle_ext.jobs import Phase
+from paddle_ext.progress import queue_detail
 from paddle_ext.timestamps import clock
 
 CQ = "paddlecloud-team-vision"
@@ -96,6 +97,8 @@ def test_waiting_for_in_plain_words():
     assert kq.waiting_for([("nvidia.com/gpu", Decimal(1)), ("memory", Decimal(2 ** 33))], "alice's queue", 0) == \
         "needs 1 more GPU and 8Gi more memory in alice's queue; no job ahead of yours"
     assert kq.waiting_for([], "team vision's queue", None) == "waits for its turn in team vision's queue"
+    # QueueState.waiting_for: what follows "needs" in every view, the queue named apart
+    assert kq.needed([("nvidia.com/gpu", Decimal(4))]) == "4 more GPUs" and kq.needed([]) == "its turn"
 
 
 def test_shortfalls_read_kueues_own_count():
@@ -143,7 +146,8 @@ def test_a_suspended_job_with_a_pending_workload_reads_queued_with_its_place():
     job = job_from_objects(suspended_job("mine"), [], [], kueue=kueue)
     assert job.phase == Phase.QUEUED and job.reason == "Queued"
     assert (job.queue.position, job.queue.ahead, job.queue.queue) == (3, 2, "team vision's queue")
-    assert job.queue.waiting_for == "needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours"
+    assert job.queue.waiting_for == "4 more GPUs"  # the words after "needs" (the REST contract)
+    assert queue_detail(job.queue) == f"position 3 in team vision's queue · needs 4 more GPUs · starts ~{at(15)[11:16]} UTC (estimate)"
     assert job.message == "Queued: needs 4 more GPUs in team vision's queue; 2 jobs ahead of yours."
     # 4 short + 8 ahead = 12 GPUs: r2 (4, in 5 min) then r1 (8, in 15 min)
     assert job.queue.estimated_start == at(15) and "maximum runtime" in job.queue.estimate_basis
@@ -154,7 +158,8 @@ def test_without_every_namespaces_workloads_the_position_is_not_claimed():
     mine = workload("mine", conditions=[cond("QuotaReserved", "False", "Pending", SHORT.format(4))])
     job = job_from_objects(suspended_job("mine"), [], [], kueue=view(mine, complete=False))
     assert job.queue.position is None and job.queue.estimated_start is None
-    assert job.queue.waiting_for == "needs 4 more GPUs in team vision's queue"
+    assert job.queue.waiting_for == "4 more GPUs"
+    assert queue_detail(job.queue) == "in team vision's queue · needs 4 more GPUs"
 
 
 def test_a_suspended_job_without_a_workload_yet_is_queued_without_a_place():
@@ -193,6 +198,8 @@ def test_a_job_kueue_is_sending_back_says_why_before_its_quota_is_released():
                            "so Kueue took its place back. Now it goes back in line in team vision's queue once "
                            "its workers have stopped.")
     assert job.queue.position is None and job.queue.queue == "team vision's queue"
+    assert queue_detail(job.queue) == ("in team vision's queue · needs its workers to stop before it goes back in "
+                                       "line")
     assert job.requeues == 1 and job.last_restart_reason.startswith("evicted: not all of its workers could start")
     # Admitted and never sent back: nothing to say beyond the plain queued message.
     plain = job_from_objects(suspended_job("ok"), [], [], kueue=view(
