@@ -367,8 +367,10 @@ def hold(batch_v1, core_v1, ns, gpus, name="holder", priority_class=None):
     """The gate: a job holding `gpus` GPUs until the test deletes it (with a priority above the
     queued jobs', so none of them preempts it: withinClusterQueue is LowerPriority)."""
     batch_v1.create_namespaced_job(ns, queued_job(name, 1, gpus, complete_after="1h", priority_class=priority_class))
+    # Up to 3 minutes: it needs a KWOK node's GPUs free, and an earlier test's GPU pods may still
+    # be going away with their namespace (a CI run at 0379730 timed out here after 60 s).
     wait_for(lambda: [p for p in pods_of(core_v1, ns, name) if p.status.phase == "Running"],
-             timeout=60, what=f"the holder's pod running with {gpus} GPUs")
+             timeout=180, what=f"the holder's pod running with {gpus} GPUs")
 
 
 def release(batch_v1, ns, name="holder"):
