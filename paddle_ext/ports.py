@@ -15,17 +15,22 @@ import socket
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 LOWEST_LISTEN_PORT = 10000  # below: well-known and registered services (8000, 8888, ...)
+# Kubernetes' default NodePort range: on a machine that is also a node, kube-proxy sends
+# connections to 127.0.0.1 on these ports to a Service, whether or not something listens there.
+NODE_PORTS = (30000, 32767)
+ROOM = 1000  # the fewest ports worth choosing from
 TRIES = 200
 
 
 def listen_range(ephemeral: tuple[int, int]) -> tuple[int, int] | None:
-    """The ports to choose from, given the kernel's outgoing range (pure); None when there
-    is no room outside it."""
+    """The ports to choose from, given the kernel's outgoing range (pure): below it if there
+    is room, else above it, never among the NodePorts; None when there is no room."""
     low, high = ephemeral
-    if low - 1 - LOWEST_LISTEN_PORT >= 1000:
-        return LOWEST_LISTEN_PORT, low - 1
-    if 65535 - high >= 1000:
-        return high + 1, 65535
+    below = (LOWEST_LISTEN_PORT, min(low - 1, NODE_PORTS[0] - 1))
+    above = (max(high + 1, NODE_PORTS[1] + 1), 65535)
+    for first, last in (below, above):
+        if last - first >= ROOM:
+            return first, last
     return None
 
 

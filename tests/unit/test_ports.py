@@ -7,9 +7,15 @@ from paddle_ext.ports import _ephemeral_range, free_port, listen_range
 
 
 def test_the_listen_range_is_below_the_outgoing_range_else_above_else_none():
-    assert listen_range((32768, 60999)) == (10000, 32767)  # Linux's default
+    assert listen_range((32768, 60999)) == (10000, 29999)  # Linux's default, below the NodePorts
     assert listen_range((10500, 60999)) == (61000, 65535)
     assert listen_range((1024, 65535)) is None
+
+
+def test_the_listen_range_never_holds_kubernetes_node_ports():
+    assert listen_range((40000, 60999)) == (10000, 29999)
+    assert listen_range((1024, 20000)) == (32768, 65535)
+    assert listen_range((10500, 31000)) == (32768, 65535)
 
 
 def test_a_free_port_is_outside_the_outgoing_range_and_can_be_listened_on():
