@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs two commands side by side: MAIN in the foreground, its output live, and SIDE in the
+# background at a lower CPU priority, its output kept in LOG and printed once both have ended.
+# make test uses it to run the tiers that need no cluster next to the cluster and helm tiers:
+# those are the longest and mostly wait on the control plane (the CPUs about half busy), so
+# the others fill the idle time instead of running before them. SIDE is niced so that it
+# takes the CPU the main command leaves, not the other way round.
+# ALONGSIDE_NICE sets how much lower SIDE's priority is (default 10; 0: the same as MAIN's).
+# Exit status: MAIN's when it failed, else SIDE's. Stopping this script stops both.
+#   [ALONGSIDE_NICE=N] tools/alongside.sh LOG 'SIDE COMMAND' MAIN COMMAND...
+set -uo pipefail
+if [ $# -lt 3 ]; then
+  echo "usage: $0 LOG 'SIDE COMMAND' MAIN COMMAND..." >&2
+  exit 2
+fi
+log="$1" side="$2"
+shift 2
+mkdir -p "$(dirname "$log")"
+echo "alongside: '$side' runs in the background, its output in $log (printed when it ends)"
+# A session of its own (see tools/k8s/prebuild.sh): stopping it stops everything it started.
+setsid nice -n "${ALONGSIDE_NICE:-10}" bash -c "$side" >"$log" 2>&1 </dev/null &
+sider=$!
+stop_side() {
+  kill -TERM -- "-$sider" 2>/dev/null
+  wait "$sider" 2>/dev/null
+}
+trap 'stop_side; exit 130' INT
+trap 'stop_side; exit 143' TERM
+"$@"
+main_status=$?
+wait "$sider"
+side_status=$?
+echo
+echo "==== alongside: the output of '$side' (exit status $side_status), kept in $log ===="
+cat "$log"
+echo "==== alongside: end of '$side' ===="
+if [ "$main_status" -ne 0 ]; then exit "$main_status"; fi
+exit "$side_status"
