@@ -22,7 +22,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TES
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test test-tiers lint docs test-unit test-lab test-local test-cluster test-browser test-helm helm-schema screenshots \
+.PHONY: help setup labext demo test test-tiers lint docs test-unit test-lab test-local test-cluster cluster-part test-browser test-helm helm-schema screenshots \
   browser-deps login-deps cluster-deps clean
 
 help:
@@ -77,9 +77,16 @@ include tools/docs/docs.mk
 test:
 	@tools/k8s/prebuild.sh $(MAKE) --no-print-directory test-tiers
 
-# The tiers that need no cluster come first: on a cold machine they run while the binaries build.
+# Lint and the docs first (seconds: a broken build stops the run at once). Then the cluster and
+# helm tiers, the longest, which mostly wait on the control plane, run in the foreground while the
+# tiers that need no cluster run next to them at a somewhat lower CPU priority (tools/alongside.sh; their
+# output is printed when they end and kept in $(SIDE_LOG)). On a cold machine the side tiers
+# also run while the binaries build.
+SIDE_LOG := test-artifacts/side-tiers.log
 test-tiers: setup browser-deps login-deps
-	$(MAKE) lint docs test-unit test-lab test-local test-browser test-cluster test-helm
+	$(MAKE) lint docs
+	ALONGSIDE_NICE=5 tools/alongside.sh $(SIDE_LOG) '$(MAKE) --no-print-directory test-unit test-lab test-local test-browser' \
+	  $(MAKE) --no-print-directory test-cluster test-helm
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
 # pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).
@@ -94,8 +101,8 @@ lint: $(VENV_STAMP)
 TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
-@echo "$(1) tier: random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
-PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25
+@echo "$(1) tier$(if $(3), ($(3))): random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
+$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
@@ -124,8 +131,17 @@ test-lab: setup
 test-local: setup login-deps
 	$(call tier,local)
 
+# Two parts side by side, each a pytest session with a cluster of its own (tests/cluster/conftest.py):
+# the tests that need the real node in the foreground, the rest on a KWOK-only cluster next to
+# them (at the same CPU priority: its waits on Kueue are as timing-bound), output in $(CLUSTER_KWOK_LOG).
+CLUSTER_KWOK_LOG := test-artifacts/cluster-kwok-part.log
 test-cluster: setup cluster-deps
-	$(call tier,cluster,$(K8S_BIN_DIR))
+	ALONGSIDE_NICE=0 tools/alongside.sh $(CLUSTER_KWOK_LOG) '$(MAKE) --no-print-directory cluster-part PART=kwok' \
+	  $(MAKE) --no-print-directory cluster-part PART=real-node
+
+# One part of the cluster tier (PART: real-node or kwok); test-cluster runs both.
+cluster-part:
+	$(call tier,cluster,$(K8S_BIN_DIR),PADDLECLOUD_CLUSTER_PART=$(PART))
 
 test-browser: setup browser-deps login-deps
 	$(call tier,browser)

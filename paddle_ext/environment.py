@@ -157,6 +157,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "cached.", "~/.cache/paddlecloud"),
     EnvVar("PADDLECLOUD_DOCS_SCREENSHOTS", TESTS, "`1`: the browser tests that take the README's screenshots "
            "also write them into docs/_static/screenshots/ (`make screenshots`)."),
+    EnvVar("PADDLECLOUD_CLUSTER_PART", TESTS, "Which part of the cluster tier a pytest session runs: `real-node` "
+           "(the tests that need the real node) or `kwok` (the rest, on a KWOK-only cluster); `make test-cluster` "
+           "runs both side by side.", "every test"),
     EnvVar("PADDLECLOUD_K8S_BIN_DIR", TESTS, "The test cluster's binaries (a folder without kubelet: KWOK "
            "nodes only).", "the cached build"),
     EnvVar("PADDLECLOUD_NODE_LOCK_TIMEOUT", TESTS, "Seconds to wait for another run's real node.", "600"),

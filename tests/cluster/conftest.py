@@ -11,6 +11,12 @@ skip with that line (fail, under PADDLECLOUD_REQUIRE_REAL_NODE=1: tests/availabi
 Binaries come from `make k8s-bin`. Missing binaries are an error, unless
 PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead (and fails together with
 PADDLECLOUD_REQUIRE_REAL_NODE=1).
+
+The tier runs in two parts side by side (the Makefile's test-cluster), each a pytest session
+with a cluster of its own: PADDLECLOUD_CLUSTER_PART=real-node runs the tests that need the real
+node (they use `real_cluster`, or are marked `own_real_node`) on a cluster with it, and
+PADDLECLOUD_CLUSTER_PART=kwok the rest on a cluster of KWOK nodes only, as a machine without
+root runs them. Unset, one session runs every test on one cluster.
 """
 
 import os
@@ -57,7 +63,7 @@ def cluster(k8s_bin_dir, tmp_path_factory):
     it manages queue-labelled jobs in user namespaces only) and (as root) the real node."""
     from tools.k8s import images
 
-    reason = real_node_missing(k8s_bin_dir)
+    reason = "the kwok part of the tier runs without it" if cluster_part() == KWOK_PART else real_node_missing(k8s_bin_dir)
     if reason:
         print(f"\nreal node: {reason}; the cluster has KWOK nodes only")
     else:
@@ -160,9 +166,32 @@ def project_folder(tmp_path, monkeypatch):
     return folder
 
 
-def pytest_collection_modifyitems(items):
-    """Tests that start real-node clusters of their own (marked `own_real_node`) run first,
-    before the session's cluster takes the machine's one real node."""
+PART_VARIABLE = "PADDLECLOUD_CLUSTER_PART"
+REAL_NODE_PART, KWOK_PART = "real-node", "kwok"
+
+
+def cluster_part() -> str | None:
+    """Which part of the tier this session runs (None: all of it)."""
+    part = os.environ.get(PART_VARIABLE) or None
+    if part not in (None, REAL_NODE_PART, KWOK_PART):
+        raise pytest.UsageError(f"{PART_VARIABLE}={part!r}: it is {REAL_NODE_PART!r}, {KWOK_PART!r} or unset (every test)")
+    return part
+
+
+def needs_real_node(item) -> bool:
+    return "real_cluster" in item.fixturenames or item.get_closest_marker("own_real_node") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    """This session's part of the tier (PADDLECLOUD_CLUSTER_PART), and in it the tests that start
+    real-node clusters of their own (marked `own_real_node`) first, before the session's cluster
+    takes the machine's one real node."""
+    part = cluster_part()
+    if part:
+        left_out = [item for item in items if needs_real_node(item) != (part == REAL_NODE_PART)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if item not in set(left_out)]
     items.sort(key=lambda item: 0 if item.get_closest_marker("own_real_node") else 1)
 
 
