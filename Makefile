@@ -77,16 +77,9 @@ include tools/docs/docs.mk
 test:
 	@tools/k8s/prebuild.sh $(MAKE) --no-print-directory test-tiers
 
-# Lint and the docs first (seconds: a broken build stops the run at once). Then the cluster and
-# helm tiers, the longest, which mostly wait on the control plane, run in the foreground while the
-# tiers that need no cluster run next to them at a somewhat lower CPU priority (tools/alongside.sh; their
-# output is printed when they end and kept in $(SIDE_LOG)). On a cold machine the side tiers
-# also run while the binaries build.
-SIDE_LOG := test-artifacts/side-tiers.log
+# The tiers that need no cluster come first: on a cold machine they run while the binaries build.
 test-tiers: setup browser-deps login-deps
-	$(MAKE) lint docs
-	ALONGSIDE_NICE=5 tools/alongside.sh $(SIDE_LOG) '$(MAKE) --no-print-directory test-unit test-lab test-local test-browser' \
-	  $(MAKE) --no-print-directory test-cluster test-helm
+	$(MAKE) lint docs test-unit test-lab test-local test-browser test-cluster test-helm
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
 # pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).
@@ -132,11 +125,13 @@ test-local: setup login-deps
 	$(call tier,local)
 
 # Two parts side by side, each a pytest session with a cluster of its own (tests/cluster/conftest.py):
-# the tests that need the real node in the foreground, the rest on a KWOK-only cluster next to
-# them (at the same CPU priority: its waits on Kueue are as timing-bound), output in $(CLUSTER_KWOK_LOG).
+# the tests that need the real node in the foreground, the rest on a KWOK-only cluster next to them
+# (tools/alongside.sh), its output printed when it ends and kept in $(CLUSTER_KWOK_LOG). One session
+# left the 2 CPUs about half idle; the other tiers stay out of the way (run next to the cluster tier,
+# their Paddle jobs and the real node's starved each other into timeouts).
 CLUSTER_KWOK_LOG := test-artifacts/cluster-kwok-part.log
 test-cluster: setup cluster-deps
-	ALONGSIDE_NICE=0 tools/alongside.sh $(CLUSTER_KWOK_LOG) '$(MAKE) --no-print-directory cluster-part PART=kwok' \
+	tools/alongside.sh $(CLUSTER_KWOK_LOG) '$(MAKE) --no-print-directory cluster-part PART=kwok' \
 	  $(MAKE) --no-print-directory cluster-part PART=real-node
 
 # One part of the cluster tier (PART: real-node or kwok); test-cluster runs both.

@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # Runs two commands side by side: MAIN in the foreground, its output live, and SIDE in the
-# background at a lower CPU priority, its output kept in LOG and printed once both have ended.
-# make test uses it to run the tiers that need no cluster next to the cluster and helm tiers:
-# those are the longest and mostly wait on the control plane (the CPUs about half busy), so
-# the others fill the idle time instead of running before them. SIDE is niced so that it
-# takes the CPU the main command leaves, not the other way round.
-# ALONGSIDE_NICE sets how much lower SIDE's priority is (default 10; 0: the same as MAIN's).
+# background, its output kept in LOG and printed whole once both have ended. make test-cluster
+# uses it to run the cluster tier's two parts (tests/cluster/conftest.py) at once.
 # Exit status: MAIN's when it failed, else SIDE's. Stopping this script stops both.
-#   [ALONGSIDE_NICE=N] tools/alongside.sh LOG 'SIDE COMMAND' MAIN COMMAND...
+#   tools/alongside.sh LOG 'SIDE COMMAND' MAIN COMMAND...
 set -uo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 LOG 'SIDE COMMAND' MAIN COMMAND..." >&2
@@ -18,7 +14,7 @@ shift 2
 mkdir -p "$(dirname "$log")"
 echo "alongside: '$side' runs in the background, its output in $log (printed when it ends)"
 # A session of its own (see tools/k8s/prebuild.sh): stopping it stops everything it started.
-setsid nice -n "${ALONGSIDE_NICE:-10}" bash -c "$side" >"$log" 2>&1 </dev/null &
+setsid bash -c "$side" >"$log" 2>&1 </dev/null &
 sider=$!
 stop_side() {
   kill -TERM -- "-$sider" 2>/dev/null
