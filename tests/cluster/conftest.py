@@ -188,10 +188,11 @@ def pytest_collection_modifyitems(config, items):
     takes the machine's one real node."""
     part = cluster_part()
     if part:
-        left_out = [item for item in items if needs_real_node(item) != (part == REAL_NODE_PART)]
+        ours = [needs_real_node(item) == (part == REAL_NODE_PART) for item in items]
+        left_out = [item for item, mine in zip(items, ours) if not mine]
         if left_out:
             config.hook.pytest_deselected(items=left_out)
-            items[:] = [item for item in items if item not in set(left_out)]
+            items[:] = [item for item, mine in zip(items, ours) if mine]
     items.sort(key=lambda item: 0 if item.get_closest_marker("own_real_node") else 1)
 
 
