@@ -13,18 +13,11 @@ log="$1" side="$2"
 shift 2
 mkdir -p "$(dirname "$log")"
 echo "alongside: '$side' runs in the background, its output in $log (printed when it ends)"
-# A session of its own (see tools/k8s/prebuild.sh): stopping it stops everything it started.
-setsid bash -c "$side" >"$log" 2>&1 </dev/null &
-sider=$!
-stop_side() {
-  kill -TERM -- "-$sider" 2>/dev/null
-  wait "$sider" 2>/dev/null
-}
-trap 'stop_side; exit 130' INT
-trap 'stop_side; exit 143' TERM
+. "$(dirname "$0")/background.sh"
+start_background "$log" bash -c "$side"
 "$@"
 main_status=$?
-wait "$sider"
+wait_background
 side_status=$?
 echo
 echo "==== alongside: the output of '$side' (exit status $side_status), kept in $log ===="

@@ -15,17 +15,9 @@ fi
 cache="${PADDLECLOUD_CACHE:-$HOME/.cache/paddlecloud}"
 mkdir -p "$cache"
 here="$(cd "$(dirname "$0")" && pwd)"
-# A session of its own (an `&` child of a script is no process group leader, so setsid
-# does not fork and $! is the session): stopping it stops every `go build` it started.
-setsid "$here/build.sh" >"$cache/prebuild.log" 2>&1 </dev/null &
-builder=$!
-stop_builder() {
-  kill -TERM -- "-$builder" 2>/dev/null
-  wait "$builder" 2>/dev/null
-}
-trap 'stop_builder; exit 130' INT
-trap 'stop_builder; exit 143' TERM
+. "$here/../background.sh"
+start_background "$cache/prebuild.log" "$here/build.sh"
 "$@"
 status=$?
-stop_builder
+stop_background
 exit "$status"
