@@ -20,6 +20,9 @@ LOWEST_LISTEN_PORT = 10000  # below: well-known and registered services (8000, 8
 NODE_PORTS = (30000, 32767)
 ROOM = 1000  # the fewest ports worth choosing from
 TRIES = 200
+# Its own source of randomness: test runs seed the `random` module (pytest-randomly, the same
+# seed in every process of a run), and processes drawing the same ports at once would collide.
+_CHOOSER = random.SystemRandom()
 
 
 def listen_range(ephemeral: tuple[int, int]) -> tuple[int, int] | None:
@@ -47,7 +50,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on `host` that is free now and that no outgoing connection will take."""
     choices = listen_range(_ephemeral_range())
     for _ in range(TRIES if choices else 0):
-        port = random.randint(*choices)
+        port = _CHOOSER.randint(*choices)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((host, port))

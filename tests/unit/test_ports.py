@@ -1,6 +1,7 @@
 """Ports for our servers come from outside the kernel's range for outgoing connections, so
 no connection opened in the meantime can hold the port a server starts on later."""
 
+import random
 import socket
 
 from paddle_ext.ports import _ephemeral_range, free_port, listen_range
@@ -27,3 +28,13 @@ def test_a_free_port_is_outside_the_outgoing_range_and_can_be_listened_on():
         with socket.socket() as server:
             server.bind(("127.0.0.1", port))
             server.listen()
+
+
+def test_free_ports_do_not_follow_the_random_modules_seed():
+    """Every process of a test run seeds `random` alike (pytest-randomly): ports drawn from it
+    would be the same in the cluster tier's two parts, which start their clusters at once."""
+    drawn = []
+    for _ in range(2):
+        random.seed(50937)
+        drawn.append([free_port() for _ in range(5)])
+    assert drawn[0] != drawn[1]
