@@ -47,7 +47,7 @@ from tools.k8s import kueue
 from tools.k8s.cluster import COMPLETE_AFTER_ANNOTATION
 from tools.k8s.procutil import pid_alive, read_json
 
-from test_k8s_backend import MISSING_IMAGE, SMALL, backend, job_pods, wait_phase
+from test_k8s_backend import SMALL, backend, job_pods, wait_phase
 from test_restarts_k8s import log_of, pod_of
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -370,7 +370,18 @@ def hold(batch_v1, core_v1, ns, gpus, name="holder", priority_class=None):
     # Up to 3 minutes: it needs a KWOK node's GPUs free, and an earlier test's GPU pods may still
     # be going away with their namespace (a CI run at 0379730 timed out here after 60 s).
     wait_for(lambda: [p for p in pods_of(core_v1, ns, name) if p.status.phase == "Running"],
-             timeout=180, what=f"the holder's pod running with {gpus} GPUs")
+             timeout=180, what=f"the holder's pod running with {gpus} GPUs", message=lambda: gpu_pods(core_v1))
+
+
+def gpu_pods(core_v1) -> str:
+    """Which pods hold GPUs on which node, and which of them are going away (a wait's message)."""
+    held = []
+    for pod in core_v1.list_pod_for_all_namespaces().items:
+        gpus = sum(int((c.resources.requests or {}).get(GPU, 0)) for c in pod.spec.containers)
+        if gpus and pod.status.phase in ("Pending", "Running"):
+            going = " (being deleted)" if pod.metadata.deletion_timestamp else ""
+            held.append(f"{pod.metadata.namespace}/{pod.metadata.name} {gpus} on {pod.spec.node_name}{going}")
+    return "pods with GPUs: " + ("; ".join(held) or "none")
 
 
 def release(batch_v1, ns, name="holder"):
@@ -381,10 +392,10 @@ def kueue_backend(cluster, ns, complete_after="2s", **config) -> KubernetesBacke
     """The notebook's backend with Kueue, reading as an admin (every namespace's Workloads); its
     jobs' pods complete on the KWOK nodes after `complete_after`. `config`: more settings (e.g.
     job_kind="paddlejob")."""
+    settings = {"gpu_node_selector": {"type": "kwok"}, **config}
     return KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=ns, queue_name=queues.LOCAL_QUEUE,
                              images=[{"name": "paddle:3.3.1-cpu"}], gpu_tolerations=[GPU_TOLERATION],
-                             gpu_node_selector={"type": "kwok"},
-                             pod_annotations={COMPLETE_AFTER_ANNOTATION: complete_after}, **config)
+                             pod_annotations={COMPLETE_AFTER_ANNOTATION: complete_after}, **settings)
 
 
 def waiting_message(custom, ns, job_name, kind="Job"):
@@ -677,15 +688,18 @@ async def test_a_two_worker_paddle_job_whose_team_has_room_is_admitted_once_and_
 
 
 async def test_a_job_whose_workers_cannot_all_start_is_evicted_by_wait_for_pods_ready_and_the_user_reads_why(
-        teams, custom, core_v1, real_cluster):
-    """An image that does not exist: the real node cannot start the workers, so Kueue's
-    waitForPodsReady (KUEUE_PODS_READY_SECONDS in the session's Kueue) takes the job's place
-    back and requeues it; the user's status says why, and no pod of it holds the node."""
+        teams, custom, core_v1, kueue_cluster, tmp_path):
+    """The site's GPU nodes are gone (their pool scaled to zero, say): the team's queue still
+    admits the job, whose workers no node can take, so Kueue's waitForPodsReady
+    (KUEUE_PODS_READY_SECONDS in the session's Kueue) takes the job's place back and requeues
+    it; the user's status says why, and no pod of it is left. (A worker image missing on the
+    real node is the kubelet's to report: test_real_node.py.)"""
     ns, _ = teams.make("podsready", gpus=8)
-    jobs = backend(real_cluster, ns, queue_name=queues.LOCAL_QUEUE)
+    (tmp_path / "train.py").write_text("print('training')\n")
+    jobs = kueue_backend(kueue_cluster, ns, gpu_node_selector={"pool": f"scaled-to-zero-{teams.tag}"})
     try:
-        await jobs.submit(JobSpec(name="ghost", command=["python", "train.py"], workers=2, image=MISSING_IMAGE,
-                                  **SMALL))
+        await jobs.submit(JobSpec(name="ghost", command=["python", "train.py"], workers=2, gpus_per_worker=4),
+                          str(tmp_path))
         started = await wait_phase(jobs, "ghost", (Phase.PENDING,), timeout=120)  # admitted, workers not starting
         assert started.requeues == 0, started.to_dict()
 
