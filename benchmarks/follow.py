@@ -32,14 +32,22 @@ import psutil
 
 from common import HERE, Row, Section, fmt_ms, fmt_ratio, log, ratio
 
-from paddle_ext.constants import JOB_LABEL
+from paddle_ext.constants import CONTAINER_NAME, JOB_LABEL
 from paddle_ext.spec import JobSpec
 from tools.k8s.cluster import Cluster, IMAGE_REFS, cri_log_lines, free_port
 
 FOLLOW_NS, FOLLOW_JOB = "bench-follow", "bench-follow"
 IO = os.path.join(HERE, "follow_io.py")
 WORKER = os.path.join(HERE, "follow_worker.py")
-START_LEAD_SECONDS = 75  # submit -> the workers start writing: their pods run and every follower attaches
+PODS_RUNNING_SECONDS = 120  # submit -> every worker's pod running on the real node
+# Where each real-node worker waits for its start time (follow_worker.py), written into its
+# container once every follower has a line of every worker.
+START_GATE = "/tmp/paddlecloud-follow-start"
+
+
+def start_lead_seconds(workers: int) -> float:
+    """Gates written -> the workers start writing: room for a `kubectl exec` into each worker, all at once."""
+    return 5.0 + 0.5 * workers
 
 
 def cpu_seconds(proc) -> float:
@@ -148,6 +156,27 @@ def _wait_pods_running(cluster, workers: int, timeout: float) -> list[dict]:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the {workers} follow pods did not run within {timeout:.0f}s")
         time.sleep(0.3)
+
+
+def _open_start_gates(kube, env: dict, pods: list[str], start_at: float) -> None:
+    """Write `start_at` into START_GATE in every worker's container at once (by a rename: a
+    worker reads the whole time or no file)."""
+    script = (f"import os; open('{START_GATE}.new', 'w').write('{start_at:.6f}'); "
+              f"os.rename('{START_GATE}.new', '{START_GATE}')")
+    execs = {pod: subprocess.Popen(kube(FOLLOW_NS, "exec", pod, "-c", CONTAINER_NAME, "--", "python", "-c", script),
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for pod in pods}
+    failed = []
+    for pod, proc in execs.items():
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        if proc.returncode != 0:
+            failed.append(f"{pod}: {err.strip() or f'exit status {proc.returncode}'}")
+    if failed:
+        raise RuntimeError(f"could not write the start time into the workers' containers: {'; '.join(failed)}")
 
 
 def _submit(backend, workers: int, command: list[str], workdir: str, **resources) -> None:
@@ -314,22 +343,23 @@ def follow_node_section(bin_dir: str, kubectl: str, ours: list[str], workers: in
         cluster.create("/api/v1/namespaces", {"metadata": {"name": FOLLOW_NS}})
         server = NotebookServer(state, env, FOLLOW_NS)
         server.start()
-        start_at = time.monotonic() + START_LEAD_SECONDS
         _submit(KubernetesBackend(kubeconfig=cluster.kubeconfig, namespace=FOLLOW_NS, max_workers=workers),
-                workers, ["python", "follow_worker.py", str(rate), str(seconds), f"{start_at:.6f}"], code,
+                workers, ["python", "follow_worker.py", str(rate), str(seconds), START_GATE], code,
                 cpu="100m", memory="1Gi")  # 16 fit on 2 CPUs; Paddle's launcher needs the memory
-        _wait_pods_running(cluster, workers, START_LEAD_SECONDS - 20)
+        pods = _wait_pods_running(cluster, workers, PODS_RUNNING_SECONDS)
         log(f"follow-node: {workers} pods running {time.monotonic() - t0:.0f}s after the cluster started")
 
         def kube(ns, *args):
             return [kubectl, "-n", ns, *args]
 
         def write() -> dict:
+            start_at = time.monotonic() + start_lead_seconds(workers)
+            _open_start_gates(kube, env, [p["metadata"]["name"] for p in pods], start_at)
             if time.monotonic() > start_at:
-                raise RuntimeError(f"the followers were not ready within {START_LEAD_SECONDS}s of the submit: "
-                                   "the workers started writing before every follower had attached")
-            log(f"follow-node: followers ready {start_at - time.monotonic():.0f}s before the workers write "
-                f"{rate} lines/s each for {seconds}s")
+                raise RuntimeError(f"writing the start time into the {workers} workers took longer than the "
+                                   f"{start_lead_seconds(workers):.0f}s it leaves: they did not start together")
+            log(f"follow-node: followers ready; the workers write {rate} lines/s each for {seconds}s "
+                f"in {start_at - time.monotonic():.1f}s")
             time.sleep(start_at + seconds + 1 - time.monotonic())  # the writing (the followers' CPU is read then)
             return {}
 

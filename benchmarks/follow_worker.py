@@ -1,9 +1,12 @@
 """One worker of the real-node follow benchmark (benchmarks/follow.py), run in the job's pod.
 
-    python follow_worker.py RATE SECONDS START
+    python follow_worker.py RATE SECONDS GATE
 
-Prints a readiness line (seq=-1) every second until START, a CLOCK_MONOTONIC time (a
-container shares the host's monotonic clock), then RATE lines a second for SECONDS,
+Prints a readiness line (seq=-1) every second until the file GATE holds START, a
+CLOCK_MONOTONIC time (a container shares the host's monotonic clock), and START has come:
+the benchmark writes GATE into every worker's container once each follower has a readiness
+line of every worker, so the writing waits for the followers, not for a timer. Then it prints
+RATE lines a second for SECONDS,
 each carrying its write time (follow_io.payload), then one line of totals that the
 followers' tally does not count. A late tick writes at once; nothing is skipped.
 
@@ -24,14 +27,36 @@ import time
 from follow_io import payload
 
 
+READY_EVERY_SECONDS = 1.0
+GATE_POLL_SECONDS = 0.1
+
+
+def read_gate(gate: str) -> float | None:
+    try:
+        with open(gate) as f:
+            return float(f.read())
+    except (FileNotFoundError, ValueError):  # not there yet (it is written whole, by a rename)
+        return None
+
+
+def wait_for_start(gate: str, worker: int, out) -> None:
+    start_at, said_ready = None, float("-inf")
+    while start_at is None or time.monotonic() < start_at:
+        now = time.monotonic()
+        if now - said_ready >= READY_EVERY_SECONDS:
+            out.write(payload(worker, -1, now) + "\n")
+            out.flush()
+            said_ready = now
+        if start_at is None:
+            start_at = read_gate(gate)
+        time.sleep(GATE_POLL_SECONDS if start_at is None else max(0.0, min(GATE_POLL_SECONDS, start_at - now)))
+
+
 def main() -> int:
-    rate, seconds, start_at = (float(arg) for arg in sys.argv[1:4])
+    rate, seconds, gate = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
     worker = int(os.environ["JOB_COMPLETION_INDEX"])
     out = sys.stdout
-    while (left := start_at - time.monotonic()) > 0:
-        out.write(payload(worker, -1, time.monotonic()) + "\n")
-        out.flush()
-        time.sleep(min(1.0, left))
+    wait_for_start(gate, worker, out)
     count, period = int(rate * seconds), 1.0 / rate
     start = time.monotonic()
     worst_lag = 0.0
