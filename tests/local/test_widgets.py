@@ -127,8 +127,9 @@ def test_monitor_plots_metrics_and_hides_framework_lines(client, tmp_path):
     assert sorted((p.worker, p.step) for p in monitor.plots.points) == [(w, s) for w in (0, 1) for s in range(12)]
     assert [c.figure.title for c in monitor.plots._charts.values()] == ["loss", "acc", "steps/s"]
     loss = monitor.plots._charts["loss"]
-    assert [list(mark.y) for mark in loss.figure.marks] == [
-        pytest.approx([1.0 / (s + 1) + w for s in range(12)]) for w in (0, 1)]
+    # one line per worker, in the order their first points came (a drawn mark keeps its place)
+    assert {mark.labels[0]: list(mark.y) for mark in loss.figure.marks} == {
+        f"worker-{w}": pytest.approx([1.0 / (s + 1) + w for s in range(12)]) for w in (0, 1)}
     monitor.plots.mode.value = "mean"
     assert [list(mark.y) for mark in loss.figure.marks] == [pytest.approx([1.0 / (s + 1) + 0.5 for s in range(12)])]
     assert monitor.plots.layout.display is None
