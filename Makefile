@@ -91,11 +91,18 @@ lint: $(VENV_STAMP)
 # holds no test file fails, and so does one where pytest collects nothing (its exit code
 # 5 is kept): a tier that lost its tests must not pass quietly. Each prints its skip reasons (-rs)
 # and its 25 slowest tests, so a skipped claim or a slow test shows in every run.
+# The tiers without a cluster run their test files in parallel worker processes (pytest-xdist,
+# TIER_WORKERS_<tier>; one file stays in one worker): their tests mostly wait (jobs' rendezvous
+# and restarts, servers starting, a browser), leaving 2 CPUs two-thirds idle when run one at a
+# time. `make test-local TIER_WORKERS_local=0` runs a tier in one process.
 TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
+TIER_WORKERS_unit ?= 2
+TIER_WORKERS_local ?= 3
+TIER_WORKERS_browser ?= 2
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
 @echo "$(1) tier$(if $(3), ($(3))): random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
-$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25
+$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25$(if $(filter-out 0,$(TIER_WORKERS_$(1))), -n $(TIER_WORKERS_$(1)) --dist loadfile)
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
