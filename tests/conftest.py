@@ -1,5 +1,7 @@
 """Fixtures and rules shared by the tiers."""
 
+from collections import Counter
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -19,7 +21,26 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DEFAULT_TIMEOUT))
+        name_the_operation(item)
     items[:] = steps_in_written_order(items)
+
+
+def pytest_collection_finish(session):
+    """Two tests with one node id: pytest-xdist would run only one of them, quietly."""
+    twice = sorted(nodeid for nodeid, count in Counter(item.nodeid for item in session.items).items() if count > 1)
+    if twice:
+        raise pytest.UsageError(f"{len(twice)} node ids name more than one test, e.g. {twice[0]}: "
+                                "give each test an id of its own")
+
+
+def name_the_operation(item) -> None:
+    """Schemathesis makes one test per API operation, named `test[GET /jobs]`, but under pytest
+    9 they all get the test function's node id (it passes no parameters, and the id is built
+    from them). pytest-xdist, which runs the quicker tiers in parallel, schedules tests by node
+    id: all but one operation's test would not run. The id gets the operation as its parameter."""
+    label = getattr(item, "operation_label", None)
+    if label and item._id.params is None:
+        item._id = item._id.with_params(label)
 
 
 def steps_in_written_order(items: list) -> list:

@@ -284,3 +284,12 @@ def test_a_module_of_steps_keeps_its_written_order_under_the_random_order():
     assert len(written) >= 7 and written[0].startswith("test_install") and written[-1].startswith("test_uninstall")
     for seed in (1, 2):
         assert collected(path, seed) == written
+
+
+def test_every_fuzzed_api_operation_is_a_test_with_an_id_of_its_own():
+    """Schemathesis' tests (one per operation) would all share their function's node id, and
+    pytest-xdist runs one test per id: tests/conftest.py gives each its operation."""
+    ids = collected("tests/local/test_openapi_fuzz.py", 1)
+    fuzzed = [i for i in ids if i.startswith("test_job_api_conforms_and_never_fails_with_5xx")]
+    assert len(fuzzed) > 5 and len(set(ids)) == len(ids), ids
+    assert "test_job_api_conforms_and_never_fails_with_5xx[POST /jobs]" in fuzzed, fuzzed
