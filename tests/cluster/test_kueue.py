@@ -877,6 +877,9 @@ def test_the_backend_reads_a_waiting_job_as_queued_with_its_position(teams, cust
         try:
             for name in ("first", "second", "third"):
                 await jobs.submit(JobSpec(name=name, command=["python", "train.py"], workers=2, gpus_per_worker=2))
+                # Kueue lines Workloads up by their own creation time: one at a time, in this order
+                await asyncio.to_thread(wait_for, lambda name=name: workload_of(custom, ns, name),
+                                        what=f"Kueue to make the Workload of {name}")
             await asyncio.to_thread(wait_for, lambda: all(waiting_message(custom, ns, n)
                                                           for n in ("first", "second", "third")),
                                     what="Kueue to have tried the three jobs")

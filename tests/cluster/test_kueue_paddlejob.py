@@ -174,6 +174,9 @@ def test_a_paddlejob_that_fits_but_not_now_waits_queued_behind_a_job_with_its_po
     hold(batch_v1, core_v1, ns, 8)
     worker = dict(command=["python", "train.py"], workers=2, gpus_per_worker=2)
     run(lambda jobs: jobs.submit(JobSpec(name="first", **worker)), kueue_cluster, ns, job_kind="job")
+    # Kueue lines Workloads up by their own creation time: `first`'s must exist before `second`
+    # is submitted, or on a loaded machine Kueue may make `second`'s first (a CI run saw that).
+    wait_for(lambda: workload_of(custom, ns, "first"), what="Kueue to make the Workload of `first`")
     made = run(lambda jobs: jobs.submit(JobSpec(name="second", **worker)), kueue_cluster, ns)
     assert made.phase == Phase.QUEUED, made
     wait_for(lambda: waiting_message(custom, ns, "first") and waiting_message(custom, ns, "second", kind="PaddleJob"),
