@@ -958,7 +958,12 @@ def test_a_cancelled_admitted_job_ends_frees_its_quota_and_reads_cancelled_kueue
             await jobs.submit(JobSpec(name="next", command=["python", "train.py"], workers=2, gpus_per_worker=4))
             await asyncio.to_thread(wait_admitted, custom, ns, "next",
                                     "a job needing the whole quota admitted after the cancels")
-            return await jobs.get("running"), await jobs.get("waiting")
+            read = await jobs.get("running"), await jobs.get("waiting")
+            # Its workers would hold 8 KWOK GPUs for an hour; left to the namespace's deletion they
+            # held both nodes for minutes, and the next test's 8-GPU holder could not start.
+            await jobs.cancel("next")
+            await asyncio.to_thread(ended, "next")
+            return read
         finally:
             await jobs.close()
 
