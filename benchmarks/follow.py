@@ -353,11 +353,12 @@ def follow_node_section(bin_dir: str, kubectl: str, ours: list[str], workers: in
             return [kubectl, "-n", ns, *args]
 
         def write() -> dict:
-            start_at = time.monotonic() + start_lead_seconds(workers)
+            lead = start_lead_seconds(workers)
+            start_at = time.monotonic() + lead
             _open_start_gates(kube, env, [p["metadata"]["name"] for p in pods], start_at)
             if time.monotonic() > start_at:
                 raise RuntimeError(f"writing the start time into the {workers} workers took longer than the "
-                                   f"{start_lead_seconds(workers):.0f}s it leaves: they did not start together")
+                                   f"{lead:.0f}s it leaves: they did not start together")
             log(f"follow-node: followers ready; the workers write {rate} lines/s each for {seconds}s "
                 f"in {start_at - time.monotonic():.1f}s")
             time.sleep(start_at + seconds + 1 - time.monotonic())  # the writing (the followers' CPU is read then)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from serverutil import wait_for
+from tools.k8s.procutil import pid_alive
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "alongside.sh"
 
@@ -54,7 +55,7 @@ def test_stopping_it_stops_everything_the_side_command_started(tmp_path):
         sleeper = int(side_pid.read_text())
         os.killpg(script.pid, signal.SIGTERM)
         assert script.wait(timeout=30) == 143
-        wait_for(lambda: not running(sleeper), timeout=30, what=f"the side command's sleep (pid {sleeper}) stopped")
+        wait_for(lambda: not pid_alive(sleeper), timeout=30, what=f"the side command's sleep (pid {sleeper}) stopped")
     finally:
         if script.poll() is None:
             os.killpg(script.pid, signal.SIGKILL)
@@ -62,11 +63,3 @@ def test_stopping_it_stops_everything_the_side_command_started(tmp_path):
         if side_pid.exists():  # left running only where the script failed to stop it
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(side_pid.read_text()), signal.SIGKILL)
-
-
-def running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
