@@ -155,3 +155,39 @@ def test_a_stale_or_missing_labextension_build_is_refused_not_shipped(tmp_path):
     assert lab.check_built(copy) == "the JupyterLab extension was built from other sources than these"
     shutil.rmtree(copy / "prebuilt")
     assert lab.check_built(copy) == "the JupyterLab extension is not built"
+
+
+def test_a_fresh_clone_copies_node_modules_from_the_cache_and_a_new_lock_installs_again(tmp_path, monkeypatch):
+    """labextension/build.py: `npm ci` runs once per package-lock.json on a machine; a fresh
+    clone gets a copy of that install, and a changed lock file installs (and is kept) anew."""
+    build = labextension_build()
+    here = tmp_path / "labextension"
+    here.mkdir()
+    (here / "package-lock.json").write_text('{"lockfileVersion": 3}')
+    monkeypatch.setattr(build, "HERE", here)
+    monkeypatch.setattr(build, "NODE_MODULES", here / "node_modules")
+    monkeypatch.setattr(build, "NODE_MODULES_CACHE", tmp_path / "cache")
+    installs = []
+
+    def fake_npm(command):
+        assert command[:2] == ["npm", "ci"]
+        installs.append((here / "package-lock.json").read_text())
+        (here / "node_modules" / "typescript").mkdir(parents=True)
+        (here / "node_modules" / "typescript" / "tsc.js").write_text("installed")
+
+    monkeypatch.setattr(build, "run", fake_npm)
+    build.install_node_modules()
+    assert len(installs) == 1
+
+    shutil.rmtree(here / "node_modules")  # a fresh clone on the same machine
+    build.install_node_modules()
+    assert len(installs) == 1
+    assert (here / "node_modules" / "typescript" / "tsc.js").read_text() == "installed"
+    build.install_node_modules()  # installed already: nothing to do
+    assert len(installs) == 1
+
+    (here / "package-lock.json").write_text('{"lockfileVersion": 3, "packages": {}}')
+    shutil.rmtree(here / "node_modules")
+    build.install_node_modules()
+    assert len(installs) == 2
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [build.lock_hash()]
