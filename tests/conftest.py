@@ -6,14 +6,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from hubutil import LocalHub
-from serverutil import interruptible
 
 # Hypothesis' own timing checks (a per-example deadline, "generation too slow") are
 # wall-clock assertions: on a loaded 2-core machine they fail tests that are right.
 settings.register_profile("paddlecloud", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("paddlecloud")
-
-interruptible()  # in every tier's process, xdist's workers included, before anything starts a server
 
 # A test that hangs fails after this many seconds (pytest-timeout) instead of stalling the
 # run; slow tests set their own, larger mark.

@@ -86,14 +86,13 @@ def _timed_out(timeout: float, what: str, value, message: Callable[[], str] | No
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def interruptible() -> None:
-    """Let SIGINT stop this process and what it starts, however the run was started. A shell
-    starts a background command (`make test &`, a runner's job) with SIGINT ignored; children
-    inherit that, and Python then installs no KeyboardInterrupt handler. JupyterHub stops its
-    services with SIGINT: the Kubernetes hub's idle culler ignored it, and every stop of that
-    hub waited out JupyterHub's 30 s interrupt_timeout before a SIGTERM ended it."""
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # handled here: a child execs with SIG_DFL
+def sigint_default() -> None:
+    """preexec_fn that lets SIGINT stop the child and what it starts, however this run was
+    started. A shell starts a background command (`make test &`, a runner's job) with SIGINT
+    ignored; children inherit that, and Python then installs no KeyboardInterrupt handler. The
+    Kubernetes hub stops its idle culler with SIGINT: inheriting the ignore, the culler made every
+    stop of that hub wait out JupyterHub's 30 s interrupt_timeout before a SIGTERM ended it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def die_with_parent() -> None:

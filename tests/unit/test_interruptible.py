@@ -1,5 +1,6 @@
-"""A run started with SIGINT ignored (a shell's background command) still stops its servers
-with SIGINT: tests/serverutil.py's interruptible(), which every tier's conftest calls."""
+"""A run started with SIGINT ignored (a shell's background command) still starts the Kubernetes
+hub so that SIGINT stops what it starts: tests/serverutil.py's sigint_default (KubeHub's
+preexec_fn)."""
 
 import signal
 import subprocess
@@ -8,23 +9,25 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
 
-CHILD_HANDLES_SIGINT = ("import signal, subprocess, sys\n"
-                        "child = 'import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)'\n"
-                        "print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip())")
+GRANDCHILD = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
 
 
-def child_handles_sigint(setup: str) -> str:
-    """What a Python child of a process started with SIGINT ignored says, after `setup` ran there."""
-    result = subprocess.run([sys.executable, "-c", setup + "\n" + CHILD_HANDLES_SIGINT], cwd=TESTS,
-                            capture_output=True, text=True, timeout=60,
+def grandchild_handles_sigint(preexec: str) -> str:
+    """What a Python grandchild says, started (with `preexec` as its preexec_fn) by a process that
+    was itself started with SIGINT ignored."""
+    child = ("import subprocess, sys\n"
+             "from serverutil import sigint_default\n"
+             f"print(subprocess.run([sys.executable, '-c', {GRANDCHILD!r}], preexec_fn={preexec},\n"
+             "                     capture_output=True, text=True).stdout.strip())")
+    result = subprocess.run([sys.executable, "-c", child], cwd=TESTS, capture_output=True, text=True, timeout=60,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
 
-def test_a_run_started_with_sigint_ignored_starts_children_that_sigint_stops():
-    assert child_handles_sigint("from serverutil import interruptible; interruptible()") == "True"
+def test_a_process_started_with_sigint_default_stops_on_sigint():
+    assert grandchild_handles_sigint("sigint_default") == "True"
 
 
-def test_without_it_they_would_ignore_sigint():
-    assert child_handles_sigint("") == "False"
+def test_without_it_it_inherits_the_ignore():
+    assert grandchild_handles_sigint("None") == "False"
