@@ -132,6 +132,11 @@ GPU_RUNTIME_ENV_PREFIX = "NVIDIA_"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # a pod's token, CA and namespace
 # Set by paddle.distributed.launch in every trainer process: its global rank.
 TRAINER_ID_ENV = "PADDLE_TRAINER_ID"
+# Where paddle.distributed.launch picks its own ports ("LOW:HIGH"; paddle/distributed/launch/
+# context/node.py). Its default, 35100:64000, lies in Linux's range for outgoing connections'
+# source ports: on a busy machine a port it checked free was taken before its TCPStore bound it,
+# and the worker aborted (SIGABRT in LibUVMasterDaemon). Local jobs get paddle_ext.ports' range.
+LAUNCHER_PORT_RANGE_ENV = "PORT_RANGE"
 
 # ---------------------------------------------------------------- notebooks and logs
 

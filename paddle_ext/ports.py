@@ -46,9 +46,14 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def listen_ports() -> tuple[int, int] | None:
+    """This machine's range for listeners (listen_range of its outgoing range), or None."""
+    return listen_range(_ephemeral_range())
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on `host` that is free now and that no outgoing connection will take."""
-    choices = listen_range(_ephemeral_range())
+    choices = listen_ports()
     for _ in range(TRIES if choices else 0):
         port = _CHOOSER.randint(*choices)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

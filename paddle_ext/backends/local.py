@@ -17,12 +17,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator, Iterator, Mapping
 
 from traitlets import Float, Integer, Unicode, default
 
-from ..constants import (JOB_NAME_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV, SERVER_SECRET_ENV,
-                         dataset_env_name, paddlecloud_home)
+from ..constants import (JOB_NAME_ENV, LAUNCHER_PORT_RANGE_ENV, OUTPUT_DIR_ENV, OUTPUTS_FOLDER, QUOTA_FILE_ENV,
+                         SERVER_SECRET_ENV, dataset_env_name, paddlecloud_home)
 from ..errors import BackendUnavailable, InvalidRequest, JobExists, JobNotFound, PaddleCloudError, QuotaExceeded
 from ..jobs import Job, Phase, QueueState, Reason, Step, WorkerProgress, WorkerState, outputs_record
 from ..launch import launch_argv
@@ -37,7 +37,7 @@ from ..workspace import ARCHIVE_NAME, record_in_place
 from . import local_files as files
 from . import local_queue
 from .base import JobBackend, code_not_stored, with_resume
-from ..ports import free_port
+from ..ports import free_port, listen_ports
 from .identity import current_groups
 from .local_supervisor import STOP_GRACE_SECONDS, stop_group
 
@@ -92,6 +92,15 @@ def job_phase(workers: list[WorkerState], marks: dict, max_runtime: int | None) 
     if any(w.phase == Phase.RUNNING for w in workers):
         return Phase.RUNNING, Reason.NONE, ""
     return Phase.PENDING, Reason.STARTING, "The workers are starting."
+
+
+def worker_environment(environ: Mapping[str, str], launcher_ports: tuple[int, int] | None) -> dict[str, str]:
+    """What a local job's workers start with: this server's environment without its credentials,
+    and Paddle's launcher kept to the ports no outgoing connection takes (LAUNCHER_PORT_RANGE_ENV)."""
+    environment = {key: value for key, value in environ.items() if key not in SERVER_SECRET_ENV}
+    if launcher_ports:
+        environment[LAUNCHER_PORT_RANGE_ENV] = f"{launcher_ports[0]}:{launcher_ports[1]}"
+    return environment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,7 +368,7 @@ class LocalBackend(JobBackend):
         """A detached supervisor per worker. One that cannot be launched is a fault of this
         server (BackendUnavailable); one that never comes up fails the job, naming it."""
         master = f"127.0.0.1:{free_port()}"
-        environment = {key: value for key, value in os.environ.items() if key not in SERVER_SECRET_ENV}
+        environment = worker_environment(os.environ, listen_ports())
         for index in range(spec.workers):
             argv = launch_argv(spec, master, str(index), python=self.python,
                                log_dir=files.launch_dir(job_dir, index), host="127.0.0.1")

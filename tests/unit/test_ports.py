@@ -38,3 +38,14 @@ def test_free_ports_do_not_follow_the_random_modules_seed():
         random.seed(50937)
         drawn.append([free_port() for _ in range(5)])
     assert drawn[0] != drawn[1]
+
+
+def test_local_workers_keep_paddles_launcher_off_the_outgoing_connections_ports():
+    """Paddle's launcher picks its own ports in 35100-64000 unless told (PORT_RANGE): inside
+    Linux's outgoing range, where a port it checked free can be taken before it binds."""
+    from paddle_ext.backends.local import worker_environment
+    from paddle_ext.constants import LAUNCHER_PORT_RANGE_ENV
+
+    env = worker_environment({"PATH": "/bin", "JUPYTERHUB_API_TOKEN": "secret"}, listen_range((32768, 60999)))
+    assert env == {"PATH": "/bin", LAUNCHER_PORT_RANGE_ENV: "10000:29999"}  # below both, no credentials
+    assert LAUNCHER_PORT_RANGE_ENV not in worker_environment({"PATH": "/bin"}, None)
