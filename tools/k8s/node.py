@@ -100,7 +100,7 @@ KUBELET_STARTS = 3
 
 
 def kubelet_hit_start_race(log_path, offset):
-    """Whether the kubelet log, from byte `offset` on, ends in the start-up data race's crash."""
+    """Whether the kubelet log, from byte `offset` on, holds the start-up data race's crash."""
     try:
         with open(log_path, "rb") as fh:
             fh.seek(offset)
