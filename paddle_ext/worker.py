@@ -14,8 +14,9 @@ another token (it was replaced), the worker stops its launcher and exits with
 PEER_LOST_EXIT_CODE, which the job's podFailurePolicy counts as a restart
 (paddle_ext.restarts). The same happens when its own program fails while a peer is lost.
 
-A worker that ends keeps answering ("done" or "failed") for LINGER_SECONDS, so its peers
-see it finished rather than lost. On SIGTERM (its pod is deleted, evicted or preempted) it
+A worker that ends keeps answering ("done" or "failed") until no peer could take its going
+for a loss (each peer has finished, is gone, or no longer counts it among the peers it has
+seen running: it has seen it finished), at most LINGER_SECONDS. On SIGTERM (its pod is deleted, evicted or preempted) it
 stops answering first, then stops the launcher, and exits 128 + 15.
 
 A worker starts its launcher only once every peer of its attempt answers (at most
@@ -49,6 +50,7 @@ from .trainer_logs import OutputCopy
 CHECK_SECONDS = 3.0  # between looks at the peers
 CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
 LINGER_SECONDS = 2 * CHECK_SECONDS + 2 * CONNECT_SECONDS  # long enough for every peer to look once more
+SETTLE_POLL_SECONDS = CHECK_SECONDS / 10  # between a finished worker's looks at whether its peers know
 STOP_SECONDS = 20.0  # for the launcher to stop its trainers after SIGTERM
 STOP_POLL_SECONDS = 0.05
 # The most a worker waits for its peers before starting its launcher: their pods starting, and
@@ -108,14 +110,18 @@ class Worker:
 
     def ask(self, index: int) -> tuple[str, str, dict[int, str]] | None:
         """(state, token, the tokens it has seen by index) of a peer, or None when it does not answer."""
-        data = b""
         try:
-            with socket.create_connection(self.address(index), timeout=CONNECT_SECONDS) as conn:
-                conn.settimeout(CONNECT_SECONDS)
-                while len(data) < ANSWER_MAX_BYTES and (piece := conn.recv(65536)):
-                    data += piece
+            return self.ask_or_raise(index)
         except OSError:
             return None
+
+    def ask_or_raise(self, index: int) -> tuple[str, str, dict[int, str]] | None:
+        """ask(), raising the OSError of a peer that does not answer (None: a garbled answer)."""
+        data = b""
+        with socket.create_connection(self.address(index), timeout=CONNECT_SECONDS) as conn:
+            conn.settimeout(CONNECT_SECONDS)
+            while len(data) < ANSWER_MAX_BYTES and (piece := conn.recv(65536)):
+                data += piece
         fields = data.decode(errors="replace").split()
         if len(fields) not in (2, 3):
             return None
@@ -169,6 +175,35 @@ class Worker:
             else:
                 self.seen.pop(index, None)  # finished: its end is not a loss
         return None
+
+    def knows_we_finished(self, index: int) -> bool:
+        """Whether peer `index` can no longer take this (finished) worker's going for a loss: it
+        has finished too, it is gone (refuses the connection, or its name no longer resolves),
+        or it does not count this worker among the peers it has seen running. A peer that does
+        not answer in time may still be running: not known."""
+        try:
+            answer = self.ask_or_raise(index)
+        except (ConnectionRefusedError, socket.gaierror):
+            return True
+        except OSError:
+            return False
+        if answer is None:
+            return False
+        state, _, seen = answer
+        return state != "running" or seen.get(self.index) != self.token
+
+    def linger(self) -> None:
+        """Keep answering as finished until every peer knows (knows_we_finished, twice in a row:
+        a peer's look may have read us running just before we finished and not yet noted it), at
+        most LINGER_SECONDS."""
+        deadline = time.monotonic() + LINGER_SECONDS
+        peers = [index for index in range(self.workers) if index != self.index]
+        in_a_row = 0
+        while time.monotonic() < deadline:
+            in_a_row = in_a_row + 1 if all(self.knows_we_finished(index) for index in peers) else 0
+            if in_a_row == 2:
+                return
+            time.sleep(SETTLE_POLL_SECONDS)
 
     def watch(self) -> None:
         while not self.stopping.wait(CHECK_SECONDS):
@@ -244,7 +279,7 @@ class Worker:
             self.close()
             return PEER_LOST_EXIT_CODE
         self.state = "done" if code == 0 else "failed"
-        time.sleep(LINGER_SECONDS)  # peers see us finished, not lost
+        self.linger()  # peers see us finished, not lost
         self.close()
         return code if code >= 0 else 128 - code
 

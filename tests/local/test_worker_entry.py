@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ PROGRAM = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sle
 class Pair:
     def __init__(self, tmp_path: Path, codes=(0, 0)):
         port, other = free_port(), free_port()  # worker i answers on port + i * (other - port)
+        self.ports = (port, other)
         self.gates = [tmp_path / f"gate-{i}" for i in (0, 1)]
         self.errs = [tmp_path / f"err-{i}" for i in (0, 1)]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -40,6 +42,13 @@ class Pair:
 
     def wait(self, i: int) -> int:
         return self.procs[i].wait(timeout=90)
+
+    def seen_by(self, i: int) -> set[int]:
+        """The peers worker i counts as seen running (from its answer, as its peers read it)."""
+        with socket.create_connection(("127.0.0.1", self.ports[i]), timeout=10) as conn:
+            fields = conn.makefile().read().split()
+        assert fields[0] == "running", fields
+        return {int(pair.partition("=")[0]) for pair in fields[2].split(",")} if len(fields) == 3 else set()
 
     def close(self):
         """Kill each worker's whole process group: a worker the test SIGKILLed leaves its program
@@ -82,12 +91,27 @@ def test_a_deleted_pods_sigterm_exits_143_and_its_peer_restarts(pair_of):
 
 
 def test_a_peer_that_finished_first_is_not_lost(pair_of):
+    """Worker 1 finishes while worker 0 still runs: it leaves only once worker 0 no longer counts
+    it among the peers seen running (it saw it finished), so worker 0 never takes its going for
+    a loss, however long it runs on."""
     pair = pair_of()
     pair.both_up()
+    assert pair.seen_by(0) == {1}
     pair.gates[1].touch()
     assert pair.wait(1) == 0
+    assert pair.seen_by(0) == set()
     pair.gates[0].touch()
     assert pair.wait(0) == 0
+    assert "was lost" not in pair.errs[0].read_text()
+
+
+def test_workers_that_finish_together_both_end_well(pair_of):
+    pair = pair_of()
+    pair.both_up()
+    for gate in pair.gates:
+        gate.touch()
+    assert (pair.wait(0), pair.wait(1)) == (0, 0)
+    assert not any("was lost" in err.read_text() for err in pair.errs)
 
 
 def test_the_users_own_error_passes_through(pair_of):
