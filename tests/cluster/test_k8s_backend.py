@@ -376,10 +376,10 @@ async def test_a_job_past_its_max_runtime_ends_deadline_exceeded_on_the_real_nod
     jobs = backend(real_cluster, namespace)
     try:
         await jobs.submit(JobSpec(name="overtime", command=["python", "ticker.py", "--count", "100000"],
-                                  max_runtime_seconds=30, **SMALL))
+                                  max_runtime_seconds=12, **SMALL))
         job = await wait_phase(jobs, "overtime", ("Failed", "Succeeded"), timeout=300)
         assert (job.phase, job.reason) == ("Failed", "DeadlineExceeded")
-        assert job.message == "The job ran longer than its limit of 30 seconds and was stopped."
+        assert job.message == "The job ran longer than its limit of 12 seconds and was stopped."
         wait_for(lambda: not [p for p in job_pods(core_v1, namespace, "overtime") if p.status.phase == "Running"],
                  timeout=60, what="its workers stopped")
     finally:
