@@ -20,6 +20,9 @@ KWOK_NODES = {"type": "kwok"}
 # waitForPodsReady evicts the job (tools/k8s/kueue.py; `make cluster` keeps Kueue's 5 minutes).
 # Short enough for a test to wait it out; long for the real node's start of a 2-worker job.
 KUEUE_PODS_READY_SECONDS = 120
+# The same on a cluster of KWOK nodes only (the tier's kwok part), whose pods start within a
+# second: the eviction test waits this out there.
+KUEUE_PODS_READY_SECONDS_KWOK = 40
 # A file a test creates in a job's container (open_gate) to let a gated script go on (ticker.py --until).
 GATE = "/tmp/paddlecloud-test-gate"
 

@@ -32,7 +32,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from availability import require_cluster_tools, skip_or_fail  # noqa: E402
-from cluster_helpers import KUEUE_PODS_READY_SECONDS  # noqa: E402
+from cluster_helpers import KUEUE_PODS_READY_SECONDS, KUEUE_PODS_READY_SECONDS_KWOK  # noqa: E402
 from tools.k8s import node  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 from tools.k8s.kueue import unavailable_reason as kueue_missing  # noqa: E402
@@ -75,7 +75,7 @@ def cluster(k8s_bin_dir, tmp_path_factory):
         print(f"\nkueue: {no_kueue}; the cluster runs without it")
     c = Cluster(str(tmp_path_factory.mktemp("cluster")), k8s_bin_dir, nodes=2, complete_after="3s",
                 real_node=reason is None, kueue=no_kueue is None,
-                kueue_pods_ready_timeout=f"{KUEUE_PODS_READY_SECONDS}s",
+                kueue_pods_ready_timeout=f"{KUEUE_PODS_READY_SECONDS_KWOK if reason else KUEUE_PODS_READY_SECONDS}s",
                 node_lock_timeout=float(os.environ.get("PADDLECLOUD_NODE_LOCK_TIMEOUT", "600")))
     t0 = time.monotonic()
     c.start()

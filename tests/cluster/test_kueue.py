@@ -691,7 +691,7 @@ async def test_a_job_whose_workers_cannot_all_start_is_evicted_by_wait_for_pods_
         teams, custom, core_v1, kueue_cluster, tmp_path):
     """The site's GPU nodes are gone (their pool scaled to zero, say): the team's queue still
     admits the job, whose workers no node can take, so Kueue's waitForPodsReady
-    (KUEUE_PODS_READY_SECONDS in the session's Kueue) takes the job's place back and requeues
+    (KUEUE_PODS_READY_SECONDS, or _KWOK on a KWOK-only cluster) takes the job's place back and requeues
     it; the user's status says why, and no pod of it is left. (A worker image missing on the
     real node is the kubelet's to report: test_real_node.py.)"""
     ns, _ = teams.make("podsready", gpus=8)

@@ -9,8 +9,8 @@ or nothing, and unsuspends it (spec.runPolicy.suspend false).
 No training operator runs in the test cluster, so an admitted PaddleJob makes no pods: these
 tests stop at Kueue's admission (the Workload admitted, the job unsuspended, the backend
 reading it Pending: admitted, starting) and check that no pod appears. Kueue's waitForPodsReady
-would evict such a job after KUEUE_PODS_READY_SECONDS; nothing here waits that long after an
-admission. The queues are the hub's (test_kueue.Teams); GPUs are held by an Indexed Job whose
+would evict such a job after KUEUE_PODS_READY_SECONDS (_KWOK on a KWOK-only cluster); nothing
+here waits that long after an admission. The queues are the hub's (test_kueue.Teams); GPUs are held by an Indexed Job whose
 pod KWOK keeps running until the test deletes it (test_kueue.hold), so nothing waits on a timer.
 """
 
