@@ -43,7 +43,7 @@ try:
     from . import images, node, node_config, storage
     from .kueue import Kueue, KueueError, release_metrics_certs, unavailable_reason as kueue_missing
     from .pki import kubeconfig_dict, make_pki
-    from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
+    from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_in_turn, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
@@ -52,7 +52,7 @@ except ImportError:  # run as a script from tools/k8s (by any python3: the repo 
     import storage
     from kueue import Kueue, KueueError, release_metrics_certs, unavailable_reason as kueue_missing
     from pki import kubeconfig_dict, make_pki
-    from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_pids, write_json
+    from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_in_turn, stop_pids, write_json
 
 from paddle_ext.ports import free_port  # noqa: E402
 
@@ -69,6 +69,10 @@ IMAGE_REFS = {"worker": images.WORKER_REF, "notebook": images.NOTEBOOK_REF, "hub
               "proxy": images.PROXY_REF, "pause": images.PAUSE_REF}
 REAL_NODE_TIMEOUT = 900.0  # a cold start imports ~3 GB of images into containerd
 KWOK_TIMEOUT = 120.0  # a start without the real node: the control plane and a few KWOK nodes
+# restart_component's wait before SIGKILL. The API server drains its requests within
+# milliseconds of SIGTERM, then waits up to its request timeout (60 s) for the connections its
+# clients (Kueue's watches) keep open: a restart took 15 s, all of it that wait.
+RESTART_STOP_SECONDS = 5.0
 
 
 class ClusterError(RuntimeError):
@@ -443,9 +447,9 @@ class Cluster:
             except node.NodeError as exc:
                 problems.append(str(exc))
         pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
-        # etcd last: an API server whose etcd is gone takes ~10 s to give up on shutting down cleanly
-        left = stop_pids({n: pids[n] for n in reversed(list(pids)) if n != "etcd"})  # + storage's
-        left += stop_pids({n: pids[n] for n in ("etcd",) if n in pids})
+        # Last started, first stopped, each in turn (stop_in_turn); etcd last: an API server whose
+        # etcd is gone takes ~10 s to give up on shutting down cleanly.
+        left = stop_in_turn({n: pids[n] for n in reversed(list(pids))})  # + storage's
         self.pids = {}
         if os.path.exists(self.pids_file):
             os.remove(self.pids_file)
@@ -460,7 +464,7 @@ class Cluster:
         """Stop one control-plane component (e.g. kube-apiserver) and start it again with
         the same command line; for tests of what survives such a restart."""
         cmd, env = self._commands[name]
-        left = stop_pids({name: self.pids[name]})
+        left = stop_pids({name: self.pids[name]}, timeout=RESTART_STOP_SECONDS)
         if left:
             raise ClusterError(f"{name} did not stop: {left}")
         self._spawn(name, cmd, env)

@@ -575,8 +575,8 @@ def _teardown(record, keep):
     #    server removes its `kubernetes` endpoint from etcd as it shuts down
     control = {name: info["pid"] for name, info in pids.items() if name not in NODE_COMPONENTS and name != "lock"
                and runs_as_recorded(info)}
-    kill_and_wait([pid for name, pid in control.items() if name != "etcd"], timeout=15)
-    kill_and_wait([pid for name, pid in control.items() if name == "etcd"], timeout=15)
+    for pid in reversed(list(control.values())):  # in turn, last started first (procutil.stop_in_turn)
+        kill_and_wait([pid], timeout=15)
     # 4. mounts, cgroups, containers left in the persistent root
     prefixes = [RUN_DIR, record.get("kubelet_root"), CONTAINERD_ROOT]
     problems += [f"mount {m}" for m in unmount_under(prefixes)]

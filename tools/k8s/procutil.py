@@ -91,6 +91,13 @@ def stop_pids(pids, timeout=15.0):
     return kill_and_wait([info["pid"] for info in pids.values() if runs_as_recorded(info)], timeout=timeout)
 
 
+def stop_in_turn(pids, timeout=15.0):
+    """stop_pids for each {name: {pid, exe}} in turn, in the order given: a component's clients
+    before it. Stopped together, Kueue and the API server each waited on the other until the
+    timeout's SIGKILL (a cluster stopped in 15 s instead of 3)."""
+    return [pid for name, info in pids.items() for pid in stop_pids({name: info}, timeout)]
+
+
 # ---------------------------------------------------------------- JSON files
 
 
