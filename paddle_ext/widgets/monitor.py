@@ -183,7 +183,7 @@ class JobMonitor(widgets.VBox):
         try:
             job = self.client.get(self.name)
         except PaddleCloudError as exc:
-            self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            self._show_error(exc.message)
             self._update_cancel()
             return
         with self._lock:  # the ticker and a click may both refresh; a job seen ended stays ended
@@ -220,7 +220,12 @@ class JobMonitor(widgets.VBox):
                     self._lines.append((line, framework))
                     self._dirty = True
         except PaddleCloudError as exc:
-            self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            self._show_error(exc.message)
+        except Exception as exc:  # noqa: BLE001 (a thread's end would otherwise be silent)
+            self._show_error(f"The log view stopped following: {exc!r}")
+
+    def _show_error(self, message: str) -> None:
+        self.error.value = f'<span style="color:#c62828">{html.escape(message)}</span>'
 
     def _render_logs(self) -> None:
         with self._lock:
@@ -250,22 +255,27 @@ class JobMonitor(widgets.VBox):
             self.plots.layout.display = None
 
     def _tick(self) -> None:
+        """Refresh the view until the job has ended. An unexpected error in a refresh is shown
+        in the monitor and the next refresh goes on: the live view never freezes silently."""
         last_status = last_metrics = 0.0
         while not self._stop.is_set():
-            self._render_logs()
-            if time.monotonic() - last_metrics > self._metrics_seconds:
-                last_metrics = time.monotonic()
-                self._refresh_metrics()
-            if time.monotonic() - last_status > 1.0:
-                last_status = time.monotonic()
-                self._refresh_status()
-                if self.job is not None and self.job.done:
-                    if self._on_done is not None:
-                        self._on_done(self.job)
-                    time.sleep(self._refresh_seconds * 2)  # let the follower drain
-                    self._render_logs()
+            try:
+                self._render_logs()
+                if time.monotonic() - last_metrics > self._metrics_seconds:
+                    last_metrics = time.monotonic()
                     self._refresh_metrics()
-                    return
+                if time.monotonic() - last_status > 1.0:
+                    last_status = time.monotonic()
+                    self._refresh_status()
+                    if self.job is not None and self.job.done:
+                        if self._on_done is not None:
+                            self._on_done(self.job)
+                        time.sleep(self._refresh_seconds * 2)  # let the follower drain
+                        self._render_logs()
+                        self._refresh_metrics()
+                        return
+            except Exception as exc:  # noqa: BLE001 (the thread would end, the view freeze)
+                self._show_error(f"The live view could not refresh (it tries again): {exc!r}")
             time.sleep(self._refresh_seconds)
 
     def _on_mine(self, _change) -> None:
@@ -282,7 +292,7 @@ class JobMonitor(widgets.VBox):
         try:
             self.client.cancel(self.name)
         except PaddleCloudError as exc:
-            self.error.value = f'<span style="color:#c62828">{html.escape(exc.message)}</span>'
+            self._show_error(exc.message)
             self._cancelling = False  # it did not happen: the user may try again
         self._refresh_status()
 
