@@ -16,8 +16,9 @@ PEER_LOST_EXIT_CODE, which the job's podFailurePolicy counts as a restart
 
 A worker that ends keeps answering ("done" or "failed") until no peer could take its going
 for a loss (each peer has finished, is gone, or no longer counts it among the peers it has
-seen running: it has seen it finished), at most LINGER_SECONDS. On SIGTERM (its pod is deleted, evicted or preempted) it
-stops answering first, then stops the launcher, and exits 128 + 15.
+seen running: it has seen it finished), at most LINGER_SECONDS. On SIGTERM (its pod is
+deleted, evicted or preempted) it stops answering first, then stops the launcher, and exits
+128 + 15.
 
 A worker starts its launcher only once every peer of its attempt answers (at most
 PEERS_WAIT_SECONDS, then it starts anyway). Paddle's launcher dies at once on a peer's name

@@ -10,8 +10,9 @@ No training operator runs in the test cluster, so an admitted PaddleJob makes no
 tests stop at Kueue's admission (the Workload admitted, the job unsuspended, the backend
 reading it Pending: admitted, starting) and check that no pod appears. Kueue's waitForPodsReady
 would evict such a job after KUEUE_PODS_READY_SECONDS (_KWOK on a KWOK-only cluster); nothing
-here waits that long after an admission. The queues are the hub's (test_kueue.Teams); GPUs are held by an Indexed Job whose
-pod KWOK keeps running until the test deletes it (test_kueue.hold), so nothing waits on a timer.
+here waits that long after an admission. The queues are the hub's (test_kueue.Teams); GPUs are
+held by an Indexed Job whose pod KWOK keeps running until the test deletes it
+(test_kueue.hold), so nothing waits on a timer.
 """
 
 import asyncio

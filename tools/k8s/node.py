@@ -36,13 +36,13 @@ try:
     from .node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
                               containerd_config, corefile, kube_proxy_config, kubelet_config)
     from .procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
-                           runs_as_recorded, signal_pids, write_json)
+                           runs_as_recorded, signal_pids, stop_in_turn, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
     from node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
                              containerd_config, corefile, kube_proxy_config, kubelet_config)
     from procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
-                          runs_as_recorded, signal_pids, write_json)
+                          runs_as_recorded, signal_pids, stop_in_turn, write_json)
 
 CACHE_ROOT = images.CACHE_ROOT
 
@@ -573,10 +573,8 @@ def _teardown(record, keep):
                   timeout=15)
     # 3. the control plane started with this node (recorded pids only), etcd last: the API
     #    server removes its `kubernetes` endpoint from etcd as it shuts down
-    control = {name: info["pid"] for name, info in pids.items() if name not in NODE_COMPONENTS and name != "lock"
-               and runs_as_recorded(info)}
-    for pid in reversed(list(control.values())):  # in turn, last started first (procutil.stop_in_turn)
-        kill_and_wait([pid], timeout=15)
+    control = [(name, info) for name, info in pids.items() if name not in NODE_COMPONENTS and name != "lock"]
+    stop_in_turn(dict(reversed(control)))  # last started first
     # 4. mounts, cgroups, containers left in the persistent root
     prefixes = [RUN_DIR, record.get("kubelet_root"), CONTAINERD_ROOT]
     problems += [f"mount {m}" for m in unmount_under(prefixes)]
