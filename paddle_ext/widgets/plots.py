@@ -51,15 +51,23 @@ def chart_order(names: set[str]) -> list[str]:
     return sorted(shown, key=rank)
 
 
+# Each axis gets a tick format of its own. Without one, bqplot guesses the precision from the
+# ticks, and for the domain of a chart's single first point it guesses none: its d3.format
+# throws ("invalid format: .undefinedg") while the line's new points are taken in, the line
+# never hears of them, and stays one dot while later points are charted in vain.
+STEP_TICKS = "~g"  # 0, 2.5, 10, 1e+6: a step number without trailing zeros
+VALUE_TICKS = ".3g"
+
+
 class _Chart:
     def __init__(self, name: str):
         self.name = name
         self.x, self.y = LinearScale(), LinearScale()
         self.lines: dict[str, Lines] = {}
         self.figure = Figure(
-            title=name, marks=[], axes=[Axis(scale=self.x, label="step", num_ticks=5),
+            title=name, marks=[], axes=[Axis(scale=self.x, label="step", num_ticks=5, tick_format=STEP_TICKS),
                                         Axis(scale=self.y, side="left", label=name, num_ticks=5,
-                                             tick_format=".3g")],
+                                             tick_format=VALUE_TICKS)],
             fig_margin={"top": 36, "bottom": 40, "left": 60, "right": 16},
             layout=widgets.Layout(width="340px", height="240px"), legend_location="top-right")
         self.figure.add_class("paddle-chart")
