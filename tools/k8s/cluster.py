@@ -340,6 +340,10 @@ class Cluster:
     def _path(self, *parts):
         return os.path.join(self.state_dir, *parts)
 
+    def log_path(self, name):
+        """Where component `name` (kube-apiserver, kubelet, kueue, ...) writes its output."""
+        return self._path("logs", f"{name}.log")
+
     @property
     def pids_file(self):
         return self._path("pids.json")
@@ -474,7 +478,7 @@ class Cluster:
 
     def _spawn(self, name, cmd, env=None):
         self._commands[name] = (cmd, env)
-        log = open(self._path("logs", f"{name}.log"), "ab")
+        log = open(self.log_path(name), "ab")
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, cwd=self.state_dir, env=env)
@@ -491,7 +495,7 @@ class Cluster:
             for name, info in self.pids.items():
                 if not pid_alive(info["pid"]):
                     raise ClusterError(f"{name} exited while waiting for {what}; "
-                                       f"see {self._path('logs', name + '.log')}:\n{self._log_tail(name)}")
+                                       f"see {self.log_path(name)}:\n{self._log_tail(name)}")
             if check():
                 return
             if time.monotonic() > deadline:
@@ -500,7 +504,7 @@ class Cluster:
 
     def _log_tail(self, name, lines=20):
         try:
-            with open(self._path("logs", f"{name}.log"), errors="replace") as fh:
+            with open(self.log_path(name), errors="replace") as fh:
                 return "".join(fh.readlines()[-lines:])
         except OSError:
             return ""

@@ -105,7 +105,7 @@ class Enforcer:
         self.cluster = cluster
         self.dir = os.path.join(cluster.state_dir, "netpol")
         self.sync_file = os.path.join(self.dir, "syncs")
-        self.log = os.path.join(cluster.state_dir, "logs", "kube-router.log")
+        self.log = cluster.log_path("kube-router")
         self.proc = None
 
     def start(self, timeout=120.0):

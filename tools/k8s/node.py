@@ -794,7 +794,7 @@ class RealNode:
         cmd = [os.path.join(self.bin_dir, "kubelet"), f"--config={config}", f"--kubeconfig={kubeconfig}",
                f"--root-dir={self.kubelet_root}", f"--hostname-override={NODE_NAME}", f"--node-ip={NODE_IP}",
                "--node-labels=paddlecloud.io/real-node=true", "--v=1"]
-        log_path = cluster._path("logs", "kubelet.log")
+        log_path = cluster.log_path("kubelet")
         for start in range(1, KUBELET_STARTS + 1):
             logged_before = os.path.getsize(log_path) if os.path.exists(log_path) else 0
             cluster._spawn("kubelet", cmd)

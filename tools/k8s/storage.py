@@ -165,7 +165,7 @@ def start(cluster, deadline):
     for collection, obj in objects():
         cluster.create(collection, obj)
     cluster._spawn(PROCESS, provisioner_cmd(cluster.bin_dir, cluster.kubeconfig, config_path, helper_path))
-    log = os.path.join(cluster.state_dir, "logs", f"{PROCESS}.log")
+    log = cluster.log_path(PROCESS)
     cluster._wait(deadline, f"{PROCESS} started", lambda: file_mentions(log, STARTED_LINE))
 
 
