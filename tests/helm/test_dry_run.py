@@ -5,7 +5,6 @@ test control plane: schemas, defaulting, admission)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,10 @@ from helmlib import (CHART, MATRIX, documents, helm, kubectl, notes, docs_try_va
                      values_file)
 from paddle_ext import tenancy
 from paddle_ext.hub.settings import HubSettings
+from tools.k8s.images import CACHE_ROOT
 
 NAMESPACE = "paddlecloud"
-CRD = Path(os.environ.get("PADDLECLOUD_CACHE") or Path.home() / ".cache" / "paddlecloud") / "crds"
+CRD = Path(CACHE_ROOT) / "crds"
 
 
 @pytest.fixture(scope="module")
