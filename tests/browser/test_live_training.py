@@ -66,20 +66,29 @@ def loss_chart_state(page) -> str:
     return f"loss chart: {state}"
 
 
-def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifacts):
+def open_notebook(page, hub, filename: str, sources: list[str]):
+    """Write a notebook of code cells `sources` into the user's home, log in and open it in
+    JupyterLab; returns its cells once they are shown and the kernel is idle."""
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell("%load_ext paddle_ext"), nbformat.v4.new_code_cell(TRAINING)]
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     home = hub.user_home(USER)
     home.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, home / "live.ipynb")
+    nbformat.write(notebook, home / filename)
+    log_in_to_lab(page, hub, USER)
+    dismiss_news_toast(page)
+    page.goto(f"{hub.url}/user/{USER}/lab/tree/{filename}")
+    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
+    expect(cells.nth(len(sources) - 1)).to_contain_text(sources[-1].splitlines()[0], timeout=120 * SECOND)
+    wait_for_idle_kernel(page)
+    return cells
+
+
+def test_the_monitor_plot_appears_and_grows_while_the_job_runs(hub, page, artifacts):
+    home = hub.user_home(USER)
+    home.mkdir(parents=True, exist_ok=True)  # for the gates, whatever fails first
     try:
-        log_in_to_lab(page, hub, USER)
-        dismiss_news_toast(page)
-        page.goto(f"{hub.url}/user/{USER}/lab/tree/live.ipynb")
-        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
-        expect(cells.nth(1)).to_contain_text("paddle_train", timeout=120 * SECOND)
-        wait_for_idle_kernel(page)
+        cells = open_notebook(page, hub, "live.ipynb", ["%load_ext paddle_ext", TRAINING])
         run_cell(cells.nth(0), page)
         run_cell(cells.nth(1), page)
 
@@ -130,27 +139,14 @@ def test_a_chart_begun_with_one_point_draws_the_points_that_follow(hub, page):
     """A job's first metrics read may find one point: its chart is drawn with it, and the next
     read's points must join that line (the chart once stayed a single dot: bqplot's guessed
     step-axis format threw on the one point's domain and the line missed its new points)."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [
-        nbformat.v4.new_code_cell(
-            "from paddle_ext.metrics import MetricPoint\n"
-            "from paddle_ext.widgets.plots import MetricsPlot\n"
-            "plot = MetricsPlot()\n"
-            "plot.add([MetricPoint(worker=1, step=0, values={'loss': 1.0})])\n"
-            "plot"),
-        nbformat.v4.new_code_cell(
-            "plot.add([MetricPoint(worker=1, step=step, values={'loss': 1 / (step + 1)}) for step in range(1, 10)])"),
-    ]
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    home = hub.user_home(USER)
-    home.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, home / "one-point.ipynb")
-    log_in_to_lab(page, hub, USER)
-    dismiss_news_toast(page)
-    page.goto(f"{hub.url}/user/{USER}/lab/tree/one-point.ipynb")
-    cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
-    expect(cells.nth(1)).to_contain_text("plot.add", timeout=120 * SECOND)
-    wait_for_idle_kernel(page)
+    cells = open_notebook(page, hub, "one-point.ipynb", [
+        "from paddle_ext.metrics import MetricPoint\n"
+        "from paddle_ext.widgets.plots import MetricsPlot\n"
+        "plot = MetricsPlot()\n"
+        "plot.add([MetricPoint(worker=1, step=0, values={'loss': 1.0})])\n"
+        "plot",
+        "plot.add([MetricPoint(worker=1, step=step, values={'loss': 1 / (step + 1)}) for step in range(1, 10)])",
+    ])
     run_cell(cells.nth(0), page)
     wait_for(lambda: points_drawn(page) == 1, 120, "the chart drawn with its one point",
              message=lambda: loss_chart_state(page))
