@@ -61,6 +61,20 @@ ANSWER_MAX_BYTES = 1 << 20
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
+def parse_answer(text: str) -> tuple[str, str, dict[int, str]] | None:
+    """A peer's answer (Worker.answer) as (state, token, the tokens it has seen by index), or None
+    when it is garbled."""
+    fields = text.split()
+    if len(fields) not in (2, 3):
+        return None
+    seen = {}
+    for pair in fields[2].split(",") if len(fields) == 3 else ():
+        peer, _, token = pair.partition("=")
+        if peer.isdigit():
+            seen[int(peer)] = token
+    return fields[0], fields[1], seen
+
+
 class Worker:
     def __init__(self, index: int, workers: int, peer: str, port: int, argv: list[str], port_step: int = 0):
         self.index, self.workers, self.peer, self.argv = index, workers, peer, argv
@@ -123,15 +137,7 @@ class Worker:
             conn.settimeout(CONNECT_SECONDS)
             while len(data) < ANSWER_MAX_BYTES and (piece := conn.recv(65536)):
                 data += piece
-        fields = data.decode(errors="replace").split()
-        if len(fields) not in (2, 3):
-            return None
-        seen = {}
-        for pair in fields[2].split(",") if len(fields) == 3 else ():
-            peer, _, token = pair.partition("=")
-            if peer.isdigit():
-                seen[int(peer)] = token
-        return fields[0], fields[1], seen
+        return parse_answer(data.decode(errors="replace"))
 
     def waiting_for(self) -> str | None:
         """What this worker's launcher must not start without yet (see the module's doc), in

@@ -16,6 +16,7 @@ import pytest
 
 from paddle_ext.ports import free_port
 from paddle_ext.restarts import PEER_LOST_EXIT_CODE
+from paddle_ext.worker import parse_answer
 from serverutil import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,9 +47,9 @@ class Pair:
     def seen_by(self, i: int) -> set[int]:
         """The peers worker i counts as seen running (from its answer, as its peers read it)."""
         with socket.create_connection(("127.0.0.1", self.ports[i]), timeout=10) as conn:
-            fields = conn.makefile().read().split()
-        assert fields[0] == "running", fields
-        return {int(pair.partition("=")[0]) for pair in fields[2].split(",")} if len(fields) == 3 else set()
+            answer = parse_answer(conn.makefile().read())
+        assert answer is not None and answer[0] == "running", answer
+        return set(answer[2])
 
     def close(self):
         """Kill each worker's whole process group: a worker the test SIGKILLed leaves its program
