@@ -49,7 +49,7 @@ def test_the_researchers_own_code_reaches_real_workers_from_every_way_of_launchi
     base = f"{hub.url}/user/bob"
     for way, name in names.items():
         job = wait_job(hub, "bob", name)
-        assert job["phase"] == "Succeeded", (way, job_story(hub, "bob", name))
+        assert job["phase"] == "Succeeded", f"{way}: {job_story(hub, 'bob', name)}"  # a str: shown whole
         files = 2 + (way == "magic")  # the cell's own script, paddlecloud_cells/<job>.py, travels too
         assert job["code"]["workdir"] == "/home/jovyan/project" and job["code"]["files"] == files, (way, job["code"])
         logs = requests.get(f"{base}/paddle/api/jobs/{name}/logs", headers=headers, timeout=60).text.splitlines()
