@@ -78,3 +78,16 @@ def test_the_cell_magic_takes_max_restarts_as_the_cli_does():
     args = build_parser().parse_args(["--workers", "2", "--max-restarts", "3"])
     assert spec_from_options(args, ["python", "cell.py"]).max_restarts == 3
     assert spec_from_options(build_parser().parse_args([]), ["python", "cell.py"]).max_restarts is None  # the site's
+
+
+def test_a_one_shot_command_pauses_the_cyclic_collector_only_while_it_runs(monkeypatch):
+    import gc
+
+    from paddle_ext import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "run_command", lambda client, args: seen.append(gc.isenabled()) or 0)
+    assert gc.isenabled()
+    assert main(["list"]) == 0 and main(["logs", "--follow", "some-job"]) == 0
+    assert seen == [False, True]  # a follow can run for hours: its cycles are still collected
+    assert gc.isenabled()  # main() returns the process as it found it
