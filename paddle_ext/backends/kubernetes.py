@@ -17,7 +17,7 @@ import dataclasses
 import json
 import os
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from ..quota.model import Effective, Limits, QuotaReport
     from ..workspace import CodeSnapshot
 
-T = TypeVar("T")
 DEFAULT_WORKER_IMAGE = "docker.io/paddlecloud/paddle-worker:3.3.1-cpu"
 
 
@@ -537,14 +536,15 @@ class KubernetesBackend(JobBackend):
         """Every job's object and view, newest first, changing nothing (list() then stops the
         jobs Kubernetes refuses for good): the pods of the jobs not succeeded (open_jobs), and
         the FailedCreate events only when a job has no pods (one request)."""
-        found, early = await asyncio.gather(
-            self._call("list jobs", "list", self._job_path(), labelSelector=label_selector()),
-            self._kueue_view_if_waiting())
-        items = found.get("items", [])
-        names = open_jobs(self.kind, items)
-        # The pods and Kueue's view of the queued jobs both need only the jobs: read together.
-        pods, kueue = await asyncio.gather(self._pods(jobs_selector(names)) if names else _ready([]),
-                                           _ready(early) if early is not None else self._kueue_view(items))
+        async def jobs_and_pods() -> tuple[list[dict], list[dict]]:
+            found = await self._call("list jobs", "list", self._job_path(), labelSelector=label_selector())
+            items = found.get("items", [])
+            names = open_jobs(self.kind, items)
+            return items, (await self._pods(jobs_selector(names)) if names else [])
+
+        # Kueue's view, the longest read, goes on while the jobs and then their pods are read.
+        (items, pods), early = await asyncio.gather(jobs_and_pods(), self._kueue_view_if_waiting())
+        kueue = early if early is not None else await self._kueue_view(items)
         refusals = await self._failed_creations() if refusals_needed(self.kind, items, pods) else []
         kueue = kueue or (await self._own_workloads() if items else None)
         return job_views(items, pods, refusals, kind=self.kind, gpu_resource=self.gpu_resource, kueue=kueue)
@@ -633,11 +633,6 @@ def namespace_quota(quotas: list[dict], pods: list[dict], gpu_resource: str = GP
         limits = dataclasses.replace(limits, running_jobs=cap)
     sources = {field: source for field, source in quota_sources(ours).items() if field in limits.set_fields()}
     return Effective(limits, sources), in_use
-
-
-async def _ready(value: T) -> T:
-    """`value` as an awaitable, for a gather whose one read is already known."""
-    return value
 
 
 def _annotations(obj: dict) -> dict:

@@ -249,6 +249,31 @@ async def test_a_listing_reads_every_workload_with_its_jobs_when_the_users_queue
     assert api.asked.count(EVERY_WORKLOAD) == 1
 
 
+class WorkloadsAfterPodsApi(ListingApi):
+    """Every namespace's Workloads answer only once the jobs' pods have been asked for: a
+    listing that reads the pods only after the Workloads never ends (the wait fails after 30 s)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pods_asked = asyncio.Event()
+
+    async def list(self, path, **params):
+        if path.endswith("/pods"):
+            self.pods_asked.set()
+        elif path == EVERY_WORKLOAD:
+            await asyncio.wait_for(self.pods_asked.wait(), 30)
+        return await super().list(path, **params)
+
+
+async def test_a_listing_reads_its_jobs_pods_while_every_workload_still_comes():
+    """The pods need only the jobs: they are read as soon as the jobs are, not after the
+    Workloads (held here until the pods are asked for)."""
+    queued, workload = queued_and_waiting()
+    api = WorkloadsAfterPodsApi([queued], [workload], pending=1)
+    [job] = await backend(api, "default").list()
+    assert job.phase == Phase.QUEUED and job.queue.position == 1, job.to_dict()
+
+
 async def test_a_queue_count_that_lags_still_gives_a_queued_job_its_place():
     """Kueue's count says none wait (not yet updated, or no LocalQueue object): the listing reads
     the Workloads once its jobs show one queued, as before."""
@@ -257,7 +282,8 @@ async def test_a_queue_count_that_lags_still_gives_a_queued_job_its_place():
         api = ListingApi([queued], [workload], pending=pending)
         [job] = await backend(api, "default").list()
         assert job.phase == Phase.QUEUED and job.queue.position == 1, job.to_dict()
-        assert api.asked[:2] == ["/apis/batch/v1/namespaces/paddlecloud-alice/jobs", LOCAL_QUEUE_PATH]
+        jobs = "/apis/batch/v1/namespaces/paddlecloud-alice/jobs"
+        assert api.asked.index(EVERY_WORKLOAD) > max(api.asked.index(jobs), api.asked.index(LOCAL_QUEUE_PATH))
         assert api.asked.count(EVERY_WORKLOAD) == 1
 
 
