@@ -13,7 +13,7 @@ import contextlib
 import datetime
 import json
 import ssl
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any, AsyncIterator, Mapping
 from urllib.parse import quote, urlencode
 
 from ..timestamps import now
@@ -67,6 +67,7 @@ _MANAGED_FIELDS_START = b',"managedFields":['
 # resource's, `name` (the keys of an unstructured object come sorted).
 _MANAGED_FIELDS_ENDS = (b']},"spec":', b'],"name":"')
 _METADATA_KEY = b'"metadata":{'
+_ITEMS_KEY = b'"items":['  # where a list's items begin (the first '[' of a list's JSON)
 
 
 def without_managed_fields(body: bytes) -> bytes:
@@ -93,6 +94,88 @@ def without_managed_fields(body: bytes) -> bytes:
         return body
     parts.append(body[pos:])
     return b"".join(parts)
+
+
+class WholeBody:
+    """An answer's JSON decoded once all of it has come ({} for an empty body)."""
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+
+    def feed(self, data: bytes) -> None:
+        self._pieces.append(data)
+
+    def finish(self) -> dict:
+        body = b"".join(self._pieces)
+        return json.loads(body) if body else {}
+
+
+class ListDecoder:
+    """A list's JSON decoded while it arrives (`feed` each piece, then `finish`): every item
+    whole in what has come so far is decoded then, without its managedFields, so a long list
+    is mostly decoded by the time its last byte comes (the API server sends a Kueue Workload
+    list slower than this decodes it) instead of all of it after.
+
+    Items are cut where the next one begins: `},` then the opening of the first item (its
+    first key: `{"metadata":` for a built-in kind, `{"apiVersion":` for a custom resource).
+    Such bytes can only be structure (inside a JSON string every '"' is escaped), and a cut
+    is kept only if what it cuts off decodes as one JSON value, so a nested object that opens
+    the same way is never taken for an item. Everything not cut off is decoded by `finish`,
+    put back behind the bytes before the items: the items are those of json.loads of the
+    whole body (each without managedFields where without_managed_fields can cut them). A body
+    of another shape (no items near its start, spaces between them) is decoded whole."""
+
+    HEAD_LIMIT = 1 << 16  # a list's items begin after its kind, apiVersion and metadata: far sooner
+
+    def __init__(self) -> None:
+        self._head: bytes | None = None  # the body up to and including '"items":['
+        self._buf = b""  # what has come since, not yet decoded
+        self._opening: bytes | None = None  # '},' and the first item's opening
+        self._search = 0  # where in _buf the next cut is looked for
+        self._items: list = []
+        self._whole: list[bytes] | None = None  # not a shape cut here: decoded whole by finish
+
+    def feed(self, data: bytes) -> None:
+        if self._whole is not None:
+            self._whole.append(data)
+            return
+        self._buf += data
+        if self._head is None:
+            at = self._buf.find(_ITEMS_KEY)
+            if at < 0:
+                if len(self._buf) > self.HEAD_LIMIT:
+                    self._whole = [self._buf]
+                return
+            self._head, self._buf = self._buf[:at + len(_ITEMS_KEY)], self._buf[at + len(_ITEMS_KEY):]
+        if self._opening is None:
+            key_end = self._buf.find(b'":')
+            if self._buf[:1] in (b"", b"]") or (self._buf.startswith(b'{"') and key_end < 0):
+                return  # not yet, or an empty list: finish decodes it
+            if not self._buf.startswith(b'{"'):
+                self._whole, self._head, self._buf = [self._head + self._buf], None, b""
+                return
+            self._opening = b"}," + self._buf[:key_end + 2]
+        while (cut := self._buf.find(self._opening, self._search)) >= 0:
+            try:
+                item = json.loads(without_managed_fields(self._buf[:cut + 1]))
+            except ValueError:  # a nested object that opens as an item does: not an item's end
+                self._search = cut + 1
+                continue
+            self._items.append(item)
+            self._buf, self._search = self._buf[cut + 2:], 0
+        self._search = max(self._search, len(self._buf) - len(self._opening) + 1)
+
+    def finish(self) -> dict:
+        if self._whole is not None:
+            body = b"".join(self._whole)
+        else:
+            body = (self._head or b"") + self._buf
+        if not body:
+            return {}
+        rest = json.loads(without_managed_fields(body))
+        if self._items:
+            rest["items"] = self._items + rest["items"]
+        return rest
 
 
 # ---------------------------------------------------------------- the client
@@ -196,24 +279,29 @@ class KubeApi:
                     pool.release(resp)
 
     async def request(self, method: str, path: str, params: Mapping[str, Any] | None = None,
-                      body: Any = None, content_type: str | None = None,
-                      trim: Callable[[bytes], bytes] | None = None) -> dict:
+                      body: Any = None, content_type: str | None = None) -> dict:
+        return await self._decoded(method, path, params, body, content_type, WholeBody())
+
+    async def _decoded(self, method: str, path: str, params: Mapping[str, Any] | None, body: Any,
+                       content_type: str | None, decoder: WholeBody | ListDecoder) -> dict:
+        """The answer's JSON body, fed to `decoder` as it arrives."""
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT_SECONDS):  # the whole exchange, body included
                 async with self._response(method, path, params, body, content_type, None) as resp:
-                    raw = await resp.read()
+                    async for chunk in resp.chunks():
+                        decoder.feed(chunk)
         except TimeoutError as exc:
             raise KubeUnreachable(f"Cannot reach the Kubernetes API server at {self.credentials.server}: "
                                   f"no complete answer within {REQUEST_TIMEOUT_SECONDS:g}s") from exc
-        return json.loads(trim(raw) if trim else raw) if raw else {}
+        return decoder.finish()
 
     async def get(self, path: str, **params: Any) -> dict:
         return await self.request("GET", path, params)
 
     async def list(self, path: str, **params: Any) -> dict:
         """A collection of objects that have a `spec`, without their managedFields
-        (`without_managed_fields`)."""
-        return await self.request("GET", path, params, trim=without_managed_fields)
+        (`without_managed_fields`), decoded while it arrives (`ListDecoder`)."""
+        return await self._decoded("GET", path, params, None, None, ListDecoder())
 
     async def create(self, path: str, body: dict) -> dict:
         return await self.request("POST", path, body=body)

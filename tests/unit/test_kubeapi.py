@@ -13,6 +13,7 @@ import yaml
 
 from paddle_ext.kubeapi import (KubeConfigError, api_path, without_managed_fields, kubeconfig_credentials, run_exec_plugin,
                                 split_lines)
+from paddle_ext.kubeapi.client import ListDecoder
 
 
 def write(path, data):
@@ -129,6 +130,76 @@ def test_without_managed_fields_cuts_a_custom_resources_sorted_metadata_too():
     for item in expected["items"]:
         del item["metadata"]["managedFields"]
     assert json.loads(without_managed_fields(body)) == expected
+
+
+def _decoded_in_pieces(body: bytes, cuts) -> dict:
+    decoder = ListDecoder()
+    for start, end in zip([0, *cuts], [*cuts, len(body)]):
+        decoder.feed(body[start:end])
+    return decoder.finish()
+
+
+def _without_managed(listing: dict) -> dict:
+    items = [{**item, "metadata": {k: v for k, v in item["metadata"].items() if k != "managedFields"}}
+             for item in listing.get("items") or []]
+    return {**listing, "items": items} if "items" in listing else listing
+
+
+def _workload(name: str, note: str) -> dict:
+    """A custom resource as the API server writes it (keys sorted), with managedFields and,
+    inside, an array of objects that open the way items do."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"creationTimestamp": "2026-12-06T00:00:00Z", "managedFields": [{"manager": "kueue"}],
+                         "name": name, "namespace": "ns",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "name": "a"}, {"apiVersion": "batch/v1",
+                                                                                       "name": "b"}]},
+            "spec": {"note": note, "podSets": [{"apiVersion": "x", "count": 1}, {"apiVersion": "y", "count": 2}]}}
+
+
+LISTS = {
+    "built-in kind": _go_ordered([_job("a", '},{"metadata": in a string'), _job("b", "plain"),
+                                  {"metadata": {"name": "c"}, "spec": {"claims": [{"metadata": {"name": "x"}},
+                                                                                 {"metadata": {"name": "y"}}]}}]),
+    "custom resource": json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadList",
+                                   "items": [_workload(f"w{i}", '"},{"apiVersion":"') for i in range(4)],
+                                   "metadata": {"resourceVersion": "7"}}, sort_keys=True, separators=(",", ":")).encode(),
+    "empty": _go_ordered([]),
+    "no items key": b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}',
+    "spaced out": json.dumps({"kind": "JobList", "items": [_job("a", "x"), _job("b", "y")]}, indent=1).encode(),
+    "an event whose managedFields cannot be cut": _go_ordered([
+        {"metadata": {"name": "e", "managedFields": [{"manager": "m"}]}, "involvedObject": {"kind": "Pod"}},
+        _job("b", "y")]),
+}
+
+
+@pytest.mark.parametrize("shape", list(LISTS))
+def test_a_list_decoded_as_it_arrives_is_the_list_in_any_pieces(shape):
+    body = LISTS[shape]
+    whole = _without_managed(json.loads(body))
+    assert _without_managed(_decoded_in_pieces(body, [])) == whole
+    for at in range(1, len(body)):  # every split in two, and every 7th byte a piece of its own
+        assert _without_managed(_decoded_in_pieces(body, [at])) == whole, at
+    assert _without_managed(_decoded_in_pieces(body, list(range(7, len(body), 7)))) == whole
+    assert ListDecoder().finish() == {}
+
+
+def test_a_list_whose_items_begin_late_is_decoded_whole(monkeypatch):
+    monkeypatch.setattr(ListDecoder, "HEAD_LIMIT", 16)  # the built-in list's items begin at byte 77
+    body = LISTS["built-in kind"]
+    for at in range(1, len(body), 5):
+        assert _without_managed(_decoded_in_pieces(body, [at])) == _without_managed(json.loads(body)), at
+
+
+def test_a_list_decoded_as_it_arrives_leaves_out_managed_fields_and_decodes_items_before_the_end():
+    body = LISTS["custom resource"]
+    decoder = ListDecoder()
+    decoder.feed(body[:body.index(b'"name":"w3"')])  # three items whole, the fourth not yet
+    assert [item["metadata"]["name"] for item in decoder._items] == ["w0", "w1", "w2"]
+    decoder.feed(body[body.index(b'"name":"w3"'):])
+    listing = decoder.finish()
+    assert [item["metadata"]["name"] for item in listing["items"]] == ["w0", "w1", "w2", "w3"]
+    assert all("managedFields" not in item["metadata"] for item in listing["items"])
+    assert listing["metadata"] == {"resourceVersion": "7"} and listing["kind"] == "WorkloadList"
 
 
 def test_without_managed_fields_leaves_a_body_it_cannot_cut_safely_whole():
