@@ -102,6 +102,12 @@ def workloads(bench: KwokBench, ns: str) -> list[dict]:
     return bench.cluster.request("GET", f"{KUEUE_API}/namespaces/{ns}/workloads")["items"]
 
 
+def pending_count(bench: KwokBench, ns: str) -> int:
+    """The Workloads waiting in the namespace's LocalQueue, as Kueue counts them."""
+    queue = bench.cluster.request("GET", f"{KUEUE_API}/namespaces/{ns}/localqueues/{queues.LOCAL_QUEUE}")
+    return (queue.get("status") or {}).get("pendingWorkloads") or 0
+
+
 def delete_job(bench: KwokBench, ns: str, name: str) -> None:
     """The job and what our submit made with it; returns once its pods are gone."""
     c = bench.cluster
@@ -384,6 +390,9 @@ def queue_section(bench: KwokBench, jobs: int, runs: int, list_runs: int) -> Sec
                f"Kueue to make the {jobs} Workloads", interval=2)
     made_in = time.monotonic() - t_made
     log(f"  {jobs} jobs and their Workloads made in {made_in:.0f}s")
+    # Read once Kueue has them all in line (its LocalQueue counts every one pending), not while it
+    # is still taking them in.
+    wait_until(lambda: pending_count(bench, BACKLOG_NS) >= jobs, 300, f"Kueue to count the {jobs} jobs pending")
     lookup = lookup_runs(bench, names, list_runs)
     admission = admission_run(bench, backlog_cq, names)
     shutil.rmtree(work, ignore_errors=True)
@@ -442,7 +451,8 @@ def queue_section(bench: KwokBench, jobs: int, runs: int, list_runs: int) -> Sec
         "", f"**The backlog.** {jobs:,} 1-GPU jobs as our submit makes them with Kueue (suspended Indexed Job with "
         "the queue label, and its headless Service; made straight through the API, 16 at a time: their creation "
         f"is not measured) in the user namespace `{BACKLOG_NS}`, whose team ClusterQueue (`{BACKLOG_TEAM}`, "
-        f"{jobs:,} GPUs) was created with `stopPolicy: Hold`; jobs and Workloads made in {made_in:.0f} s.", "",
+        f"{jobs:,} GPUs) was created with `stopPolicy: Hold`; jobs and Workloads made in {made_in:.0f} s. The "
+        f"reads below start once Kueue has them all in line (the LocalQueue's status counts {jobs:,} pending).", "",
         f"**Reading the line**, all {jobs:,} queued: fresh processes, {list_runs} runs each, interleaved after a "
         f"warm-up; median wall time. `paddlecloud status {lookup['last']}` reads the last job in line. "
         f"**Correct**: `list` showed all {jobs:,} jobs Queued with the positions 1..{jobs:,}, each once; `status` "
