@@ -116,24 +116,30 @@ class ListDecoder:
     is mostly decoded by the time its last byte comes (the API server sends a Kueue Workload
     list slower than this decodes it) instead of all of it after.
 
-    Items are cut where the next one begins: `},` then the opening of the first item (its
-    first key: `{"metadata":` for a built-in kind, `{"apiVersion":` for a custom resource).
-    Such bytes can only be structure (inside a JSON string every '"' is escaped), and a cut
-    is kept only if what it cuts off decodes as one JSON value, so a nested object that opens
-    the same way is never taken for an item. Everything not cut off is decoded by `finish`,
-    put back behind the bytes before the items: the items are those of json.loads of the
-    whole body (each without managedFields where without_managed_fields can cut them). A body
-    of another shape (no items near its start, spaces between them) is decoded whole."""
+    Items are cut where the next one begins: `},` then the first item's opening up to its
+    metadata (`{"metadata":{` for a built-in kind; `{"apiVersion":"...","kind":"...","metadata":{`
+    for a custom resource, whose items all share those two values). Such bytes can only be
+    structure (inside a JSON string every '"' is escaped), and a cut is kept only if what it
+    cuts off decodes as one JSON value, so a nested object that opens the same way is never
+    taken for an item. Objects are user input: after MAX_FALSE_CUTS such nested openings in one
+    item, the rest of the list is left to `finish`, so no object makes the work grow faster than
+    its size. Everything not cut off is decoded by `finish`, put back behind the bytes before the
+    items: the items are those of json.loads of the whole body (each without managedFields where
+    without_managed_fields can cut them). A body of another shape (no items near its start,
+    spaces between them) is decoded whole."""
 
     HEAD_LIMIT = 1 << 16  # a list's items begin after its kind, apiVersion and metadata: far sooner
+    OPENING_LIMIT = 512  # an item's metadata begins after its apiVersion and kind: far sooner
+    MAX_FALSE_CUTS = 8
 
     def __init__(self) -> None:
         self._head: bytes | None = None  # the body up to and including '"items":['
         self._buf = b""  # what has come since, not yet decoded
         self._opening: bytes | None = None  # '},' and the first item's opening
         self._search = 0  # where in _buf the next cut is looked for
+        self._false_cuts = 0  # in the item now at the start of _buf
         self._items: list = []
-        self._whole: list[bytes] | None = None  # not a shape cut here: decoded whole by finish
+        self._whole: list[bytes] | None = None  # what is left to finish, not cut here
 
     def feed(self, data: bytes) -> None:
         if self._whole is not None:
@@ -144,32 +150,38 @@ class ListDecoder:
             at = self._buf.find(_ITEMS_KEY)
             if at < 0:
                 if len(self._buf) > self.HEAD_LIMIT:
-                    self._whole = [self._buf]
+                    self._leave_to_finish()
                 return
             self._head, self._buf = self._buf[:at + len(_ITEMS_KEY)], self._buf[at + len(_ITEMS_KEY):]
         if self._opening is None:
-            key_end = self._buf.find(b'":')
-            if self._buf[:1] in (b"", b"]") or (self._buf.startswith(b'{"') and key_end < 0):
-                return  # not yet, or an empty list: finish decodes it
-            if not self._buf.startswith(b'{"'):
-                self._whole, self._head, self._buf = [self._head + self._buf], None, b""
+            metadata = self._buf.find(_METADATA_KEY, 0, self.OPENING_LIMIT)
+            if self._buf.startswith(b'{"') and metadata >= 0:
+                self._opening = b"}," + self._buf[:metadata + len(_METADATA_KEY)]
+            elif self._buf[:1] == b"]" or (b'{"'.startswith(self._buf[:2]) and len(self._buf) < self.OPENING_LIMIT):
+                return  # an empty list (finish decodes it), or the opening has not all come
+            else:
+                self._leave_to_finish()
                 return
-            self._opening = b"}," + self._buf[:key_end + 2]
         while (cut := self._buf.find(self._opening, self._search)) >= 0:
             try:
                 item = json.loads(without_managed_fields(self._buf[:cut + 1]))
             except ValueError:  # a nested object that opens as an item does: not an item's end
+                self._false_cuts += 1
+                if self._false_cuts > self.MAX_FALSE_CUTS:
+                    self._leave_to_finish()
+                    return
                 self._search = cut + 1
                 continue
             self._items.append(item)
-            self._buf, self._search = self._buf[cut + 2:], 0
+            self._buf, self._search, self._false_cuts = self._buf[cut + 2:], 0, 0
         self._search = max(self._search, len(self._buf) - len(self._opening) + 1)
 
+    def _leave_to_finish(self) -> None:
+        self._whole = [(self._head or b"") + self._buf]
+        self._head, self._buf = None, b""
+
     def finish(self) -> dict:
-        if self._whole is not None:
-            body = b"".join(self._whole)
-        else:
-            body = (self._head or b"") + self._buf
+        body = b"".join(self._whole) if self._whole is not None else (self._head or b"") + self._buf
         if not body:
             return {}
         rest = json.loads(without_managed_fields(body))

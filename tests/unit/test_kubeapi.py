@@ -193,13 +193,37 @@ def test_a_list_whose_items_begin_late_is_decoded_whole(monkeypatch):
 def test_a_list_decoded_as_it_arrives_leaves_out_managed_fields_and_decodes_items_before_the_end():
     body = LISTS["custom resource"]
     decoder = ListDecoder()
-    decoder.feed(body[:body.index(b'"name":"w3"')])  # three items whole, the fourth not yet
+    items_begin = body.index(b'"items":[') + len(b'"items":[')
+    for piece in (body[:items_begin], body[items_begin:items_begin + 1], body[items_begin + 1:body.index(b'"name":"w3"')]):
+        decoder.feed(piece)  # the list's head, the first item's '{', then up to the fourth item's name
     assert [item["metadata"]["name"] for item in decoder._items] == ["w0", "w1", "w2"]
     decoder.feed(body[body.index(b'"name":"w3"'):])
     listing = decoder.finish()
     assert [item["metadata"]["name"] for item in listing["items"]] == ["w0", "w1", "w2", "w3"]
     assert all("managedFields" not in item["metadata"] for item in listing["items"])
     assert listing["metadata"] == {"resourceVersion": "7"} and listing["kind"] == "WorkloadList"
+
+
+def test_an_item_full_of_objects_that_open_like_items_costs_a_bounded_number_of_tries(monkeypatch):
+    """Objects are user input: one whose fields hold many objects opening the way the list's
+    items do may not make the decoder try a cut at each of them (work growing with the square
+    of its size); after MAX_FALSE_CUTS the rest is decoded at the end, all the same."""
+    from paddle_ext.kubeapi import client
+
+    opening = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "n"}}
+    hostile = {**_workload("w1", "x"), "spec": {"decoys": [opening] * 2000}}
+    items = [_workload("w0", "x"), hostile, _workload("w2", "x")]
+    body = json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta2", "items": items, "kind": "WorkloadList",
+                       "metadata": {}}, sort_keys=True, separators=(",", ":")).encode()
+    expected = _without_managed(json.loads(body))
+    tries = []
+    real_loads = json.loads
+    monkeypatch.setattr(client.json, "loads", lambda text: tries.append(len(text)) or real_loads(text))
+    listing = _decoded_in_pieces(body, list(range(4096, len(body), 4096)))
+    monkeypatch.undo()
+    assert _without_managed(listing) == expected
+    # w0, then in w1 MAX_FALSE_CUTS tries and the one past them, then the rest at the end
+    assert len(tries) == ListDecoder.MAX_FALSE_CUTS + 3, tries
 
 
 def test_without_managed_fields_leaves_a_body_it_cannot_cut_safely_whole():
