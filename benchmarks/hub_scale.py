@@ -55,7 +55,7 @@ import psutil
 from common import REPO, Row, Section, fmt_ratio, fmt_s, log, median, percentile, ratio, run_timed, wait_until
 
 from paddle_ext.backends.kubernetes import KubernetesBackend
-from paddle_ext.ports import free_port
+from paddle_ext.ports import free_ports
 from paddle_ext.spec import JobSpec
 from spawn import _create_volumes
 from tools.k8s.cluster import cri_log_lines
@@ -257,7 +257,7 @@ class Hub:
         self.bench, self.mode = bench, mode
         self.home = tempfile.mkdtemp(prefix=f"hub-{mode}-", dir=bench.state)
         self.token = secrets.token_hex(16)
-        self.port, self.api_port, self.proxy_port, self.quota_port = (free_port() for _ in range(4))
+        self.port, self.api_port, self.proxy_port, self.quota_port = free_ports(4)
         self.prefix = f"hs{mode[0]}"
         self.config = os.path.join(self.home, "bench_config.py")
         with open(self.config, "w") as f:

@@ -53,15 +53,37 @@ def listen_ports() -> tuple[int, int] | None:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on `host` that is free now and that no outgoing connection will take."""
+    with _bound(host) as s:
+        return s.getsockname()[1]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` different free_port()s, for one server's several ports: each is held bound while
+    the next is drawn (drawn apart, two could be the same number, and a hub's proxy once got
+    its API port equal to its public port)."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            held.append(_bound(host))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
+def _bound(host: str) -> socket.socket:
+    """A socket bound to a free port of listen_ports() on `host` (the kernel's choice when there
+    is no room there)."""
     choices = listen_ports()
     for _ in range(TRIES if choices else 0):
         port = _CHOOSER.randint(*choices)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room: the kernel's choice
-        s.bind((host, 0))
-        return s.getsockname()[1]
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((host, port))
+        except OSError:
+            s.close()
+            continue
+        return s
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((host, 0))
+    return s

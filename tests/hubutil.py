@@ -20,7 +20,7 @@ from typing import Callable
 import psutil
 import requests
 
-from serverutil import describe, free_port, processes_under, sse_events, tracebacks, wait_for  # noqa: F401
+from serverutil import describe, free_port, free_ports, processes_under, sse_events, tracebacks, wait_for  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "hub_config" / "local_config.py"
@@ -60,7 +60,7 @@ class LocalHub:
     def __init__(self, home: Path, password: str = "demo-password-for-tests"):
         self.home = Path(home).absolute()
         self.password = password
-        self.port, self.hub_api_port, self.proxy_api_port = free_port(), free_port(), free_port()
+        self.port, self.hub_api_port, self.proxy_api_port = free_ports(3)
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = self.home / "hub.log"
         self.proc: subprocess.Popen | None = None

@@ -1,6 +1,6 @@
 """The shared test helpers every tier builds on (one copy each):
 
-- `free_port()`: a free TCP port on 127.0.0.1;
+- `free_port()`: a free TCP port on 127.0.0.1 (`free_ports(n)`: n different ones, for one server);
 - `wait_for(check, timeout, what)`: await a condition; a timeout FAILS the test, naming
   what was awaited and the last value seen (no test continues after a wait ran out);
 - `processes_under(home)` / `assert_no_processes_under(home)`: live processes whose
@@ -38,7 +38,7 @@ from typing import Callable, TypeVar
 import psutil
 import requests
 
-from paddle_ext.ports import free_port  # noqa: F401 (the tests' one way to get a port)
+from paddle_ext.ports import free_port, free_ports  # noqa: F401 (the tests' one way to get ports)
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:

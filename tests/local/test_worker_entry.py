@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from paddle_ext.ports import free_port
+from paddle_ext.ports import free_port, free_ports
 from paddle_ext.restarts import PEER_LOST_EXIT_CODE
 from paddle_ext.worker import parse_answer
 from serverutil import wait_for
@@ -25,7 +25,7 @@ PROGRAM = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sle
 
 class Pair:
     def __init__(self, tmp_path: Path, codes=(0, 0)):
-        port, other = free_port(), free_port()  # worker i answers on port + i * (other - port)
+        port, other = free_ports(2)  # worker i answers on port + i * (other - port)
         self.ports = (port, other)
         self.gates = [tmp_path / f"gate-{i}" for i in (0, 1)]
         self.errs = [tmp_path / f"err-{i}" for i in (0, 1)]
@@ -173,7 +173,7 @@ def test_a_replacement_starts_no_launcher_while_a_peer_of_the_previous_attempt_r
     (the rendezvous host) ignores SIGTERM and stays until the test's gate opens; all that time
     the replacement waits. Once worker 0 has gone it still waits, for worker 0's own
     replacement to answer, and only then starts its launcher."""
-    port, other = free_port(), free_port()
+    port, other = free_ports(2)
     step = str(other - port)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     old_gate, launched = tmp_path / "old-gate", tmp_path / "launched"

@@ -4,7 +4,8 @@ no connection opened in the meantime can hold the port a server starts on later.
 import random
 import socket
 
-from paddle_ext.ports import _ephemeral_range, free_port, listen_range
+from paddle_ext import ports
+from paddle_ext.ports import _ephemeral_range, free_port, free_ports, listen_range
 
 
 def test_the_listen_range_is_below_the_outgoing_range_else_above_else_none():
@@ -25,6 +26,22 @@ def test_a_free_port_is_outside_the_outgoing_range_and_can_be_listened_on():
     assert len(ports) > 1  # chosen at random, not one fixed port
     for port in ports:
         assert not low <= port <= high
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", port))
+            server.listen()
+
+
+def test_the_ports_of_one_server_are_all_different_even_when_the_draw_repeats(monkeypatch):
+    """free_ports holds each port bound while it draws the next: a number drawn twice is drawn
+    again, so a server never gets one port for two of its listeners."""
+    first = free_port()
+    repeats = iter([first] * 3)  # then the real draws
+    real_randint = ports._CHOOSER.randint
+    monkeypatch.setattr(ports._CHOOSER, "randint", lambda low, high: next(repeats, None) or real_randint(low, high))
+    got = free_ports(2)
+    assert got[0] == first and got[1] != first
+    monkeypatch.undo()
+    for port in free_ports(5):  # and each of them can then be listened on
         with socket.socket() as server:
             server.bind(("127.0.0.1", port))
             server.listen()

@@ -56,7 +56,7 @@ except ImportError:  # run as a script from tools/k8s
     from procutil import http_ok, pid_alive, read_json, write_json
 
 from paddle_ext.constants import GPU_RESOURCE, USER_LABEL  # noqa: E402
-from paddle_ext.ports import free_port  # noqa: E402
+from paddle_ext.ports import free_ports  # noqa: E402
 
 NAMESPACE = "kueue-system"
 ETC_DIR = "/etc/kueue"
@@ -274,9 +274,7 @@ class Kueue:
         for name, data in (("ca.crt", ca), ("tls.crt", crt), ("tls.key", key)):
             with open(os.path.join(cert_dir, name), "wb") as fh:
                 fh.write(data)
-        self.ports = {}
-        while len(set(self.ports.values())) < 3:
-            self.ports = {n: free_port() for n in ("webhook", "health", "metrics")}
+        self.ports = dict(zip(("webhook", "health", "metrics"), free_ports(3)))
         config = os.path.join(self.dir, "config.yaml")
         with open(config, "w") as fh:
             yaml.safe_dump(configuration(self.ports["webhook"], self.ports["health"], self.ports["metrics"],

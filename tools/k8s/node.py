@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 
-from paddle_ext.ports import free_port
+from paddle_ext.ports import free_port, free_ports
 
 try:
     from . import images
@@ -810,8 +810,8 @@ class RealNode:
 
     def _start_kube_proxy(self, cluster, pki, deadline):
         kubeconfig = self._kubeconfig(cluster, "kube-proxy", pki["kube-proxy.crt"], pki["kube-proxy.key"])
-        healthz = free_port()
-        config = self._write("kube-proxy.yaml", kube_proxy_config(kubeconfig, healthz, free_port()))
+        healthz, metrics = free_ports(2)
+        config = self._write("kube-proxy.yaml", kube_proxy_config(kubeconfig, healthz, metrics))
         cluster._spawn("kube-proxy", [os.path.join(self.bin_dir, "kube-proxy"), f"--config={config}", "--v=1"])
         cluster._wait(deadline, "kube-proxy healthz", lambda: http_ok(f"http://127.0.0.1:{healthz}/healthz"))
 
@@ -820,8 +820,8 @@ class RealNode:
             kind = "clusterroles" if obj["kind"] == "ClusterRole" else "clusterrolebindings"
             cluster.create(f"/apis/rbac.authorization.k8s.io/v1/{kind}", obj)
         kubeconfig = self._kubeconfig(cluster, "coredns", pki["coredns.crt"], pki["coredns.key"])
-        ready = free_port()
-        conf = self._write("Corefile", corefile(kubeconfig, free_port(), ready))
+        health, ready = free_ports(2)
+        conf = self._write("Corefile", corefile(kubeconfig, health, ready))
         cluster._spawn("coredns", [os.path.join(self.bin_dir, "coredns"), "-conf", conf])
         cluster._wait(deadline, "CoreDNS ready", lambda: http_ok(f"http://127.0.0.1:{ready}/ready"))
 
