@@ -20,7 +20,7 @@ from traitlets.config import Config, LoggingConfigurable
 from .. import checkpoint
 from ..constants import (BACKEND_CONFIG_ENV, CODE_MAX_BYTES, DATASETS_ENV, DEFAULT_MAX_RESTARTS, IMAGES_ENV,
                          SITE_MAX_RESTARTS)
-from ..errors import InvalidRequest, NotFound, PaddleCloudError, QuotaExceeded
+from ..errors import InvalidRequest, NotFound, QuotaExceeded
 from ..jobs import Job
 from ..loglines import FrameworkFilter, chunk_lines, lines_chunk, prefix_chunk
 from ..spec import MAX_RESTARTS, JobSpec
@@ -279,8 +279,9 @@ async def merge_streams(streams: dict[int, AsyncIterator], interleave: bool, rea
                         ) -> AsyncIterator[tuple[int, Any]]:
     """(worker, item) from several workers' streams: in worker order, or interleaved as
     items arrive (each worker's own order kept). In worker order, `read_ahead` later
-    streams are read at the same time, a bounded number of items each. A stream's error
-    ends the merge (in worker order: when that worker's turn comes)."""
+    streams are read at the same time, a bounded number of items each. A stream's error,
+    of any kind, ends the merge (in worker order: when that worker's turn comes): a worker
+    whose stream broke must never look like one whose log ended."""
     if len(streams) == 1 or (not interleave and read_ahead <= 0):
         for index, stream in streams.items():
             async for item in stream:
@@ -297,7 +298,7 @@ async def merge_streams(streams: dict[int, AsyncIterator], interleave: bool, rea
         try:
             async for item in stream:
                 await queue.put((index, item))
-        except PaddleCloudError as exc:
+        except Exception as exc:  # (not a cancellation: that is the merge ending)
             await queue.put(exc)
         finally:
             await queue.put(done)
@@ -309,7 +310,7 @@ async def merge_streams(streams: dict[int, AsyncIterator], interleave: bool, rea
             item = await queue.get()
             if item is done:
                 remaining -= 1
-            elif isinstance(item, PaddleCloudError):
+            elif isinstance(item, Exception):
                 raise item
             else:
                 yield item
@@ -333,7 +334,7 @@ async def _in_order_reading_ahead(streams: dict[int, AsyncIterator], ahead: int,
             try:
                 async for item in streams[index]:
                     await queue.put(item)
-            except PaddleCloudError as exc:
+            except Exception as exc:
                 await queue.put(exc)
             finally:
                 await queue.put(done)
@@ -347,7 +348,7 @@ async def _in_order_reading_ahead(streams: dict[int, AsyncIterator], ahead: int,
                     start(later)
             queue = queues[index]
             while (item := await queue.get()) is not done:
-                if isinstance(item, PaddleCloudError):
+                if isinstance(item, Exception):
                     raise item
                 yield index, item
     finally:

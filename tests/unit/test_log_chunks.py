@@ -91,6 +91,16 @@ async def test_a_later_workers_error_comes_in_its_turn():
     assert got == [(0, b"a\n"), (0, b"b\n")]
 
 
+@pytest.mark.parametrize("interleave", [True, False])
+async def test_a_worker_stream_broken_by_any_error_ends_the_merge_with_it_not_quietly(interleave):
+    """A follow whose worker streams died of an unexpected error once ended as if every log
+    had; the error must reach the reader of the merge."""
+    streams = {0: chunks_of(b"a\n", RuntimeError("worker 0 broke")), 1: chunks_of(RuntimeError("worker 1 broke"))}
+    with pytest.raises(RuntimeError, match="broke"):
+        async for _ in merge_streams(streams, interleave=interleave, read_ahead=1):
+            pass
+
+
 async def test_my_output_only_per_piece_keeps_state_across_pieces():
     lines = ["LAUNCH INFO 2026-11-30 09:33:28,711 start", "==== Modified FLAGS detected ====",
              "FLAGS(name='x')", "=====", "mine 1", "PADDLECLOUD_METRIC {}", "mine 2"]
