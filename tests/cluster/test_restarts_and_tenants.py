@@ -5,6 +5,7 @@ hub token, service account and cookie against another's server, namespace and qu
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import kubernetes
@@ -23,6 +24,19 @@ def worker_logs(core_v1, namespace, job) -> dict[int, list[str]]:
     return {int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]):
             core_v1.read_namespaced_pod_log(p.metadata.name, namespace, container="paddle").splitlines()
             for p in pods}
+
+
+async def backend_story(jobs: KubernetesBackend, core_v1, namespace: str, name: str, lines: list[str],
+                        follower: asyncio.Future) -> str:
+    """Why a follow ended: how the follower ended, the job's view, its pods' container states
+    and the last lines followed, for an assertion's message."""
+    ended = "still running" if not follower.done() else repr(follower.exception()) if follower.exception() \
+        else "returned"
+    job = json.dumps((await jobs.get(name)).to_dict(), indent=1)
+    pods = [(p.metadata.name, p.status.phase, [(c.name, c.restart_count, c.state.to_dict(), c.last_state.to_dict())
+                                                for c in p.status.container_statuses or []])
+            for p in core_v1.list_namespaced_pod(namespace, label_selector=f"paddlecloud.io/job={name}").items]
+    return f"follower: {ended}\njob: {job}\npods: {pods}\nlast lines: {lines[-20:]}"
 
 
 def split_merged(lines: list[str], workers: int) -> dict[int, list[str]]:
@@ -108,12 +122,14 @@ async def test_a_kube_apiserver_restart_during_logs_follow_loses_and_repeats_not
         follower = asyncio.ensure_future(follow_all())
         await wait_for_async(lambda: ticks(1) >= 10 or follower.done(), timeout=300,
                              what="10 of worker 1's ticks followed")
-        assert not follower.done(), "the follower ended before the restart"
+        assert not follower.done(), "the follower ended before the restart: " + \
+            await backend_story(jobs, core_v1, namespace, "steady", lines, follower)
         await asyncio.to_thread(real_cluster.restart_component, "kube-apiserver")
         before = {worker: ticks(worker) for worker in (0, 1)}
         await wait_for_async(lambda: all(ticks(w) >= before[w] + 10 for w in (0, 1)) or follower.done(),
                              timeout=300, what="10 more ticks of each worker followed after the restart")
-        assert not follower.done(), "the follower ended after the restart while both workers were ticking"
+        assert not follower.done(), "the follower ended after the restart while both workers were ticking: " + \
+            await backend_story(jobs, core_v1, namespace, "steady", lines, follower)
         for pod in core_v1.list_namespaced_pod(namespace, label_selector="paddlecloud.io/job=steady").items:
             open_gate(real_cluster, namespace, pod.metadata.name, GATE)
         await asyncio.wait_for(follower, 600)
