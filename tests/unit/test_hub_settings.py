@@ -213,20 +213,36 @@ async def test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_n
     for step in ("_make_rbac", "_make_network_policies", "_make_queue", "_make_limit_range",
                  "_make_dataset_claims", "_check_quota_fits"):
         monkeypatch.setattr(spawner, step, done)
-    spawner._setup_events, spawner._setup_done = [], False
+
+    class Steps(list):
+        """The steps recorded, saying when progress() looks at them (it reads their length)."""
+
+        def __init__(self):
+            super().__init__()
+            self.looked = asyncio.Event()
+
+        def __len__(self):
+            self.looked.set()
+            return super().__len__()
+
+    steps = Steps()
+    spawner._setup_events, spawner._setup_done = steps, False
     spawner._start_future = asyncio.get_running_loop().create_future()
 
-    async def messages():
-        return [event["message"] async for event in spawner.progress()]
+    async def messages(events):
+        return [event["message"] async for event in events]
 
-    shown = asyncio.create_task(messages())
+    progress = spawner.progress()
     await spawner._ensure_namespace()
-    await asyncio.sleep(0.5)  # progress() polls every 0.2 s: it looks in between
+    first = (await asyncio.wait_for(anext(progress), 5))["message"]
+    steps.looked.clear()
+    rest = asyncio.ensure_future(messages(progress))
+    await asyncio.wait_for(steps.looked.wait(), 5)  # the gate: it looks again with only the namespace made
     await spawner._make_create_pvc_request(SimpleNamespace(metadata=SimpleNamespace(name="home-dave")), 1)
     await spawner._make_create_pod_request(None, 1)
-    await asyncio.sleep(0.5)
     spawner._start_future.set_result(None)
-    assert await asyncio.wait_for(shown, 5) == [f"Namespace {spawner.namespace} ready", "Home volume home-dave ready"]
+    assert [first, *await asyncio.wait_for(rest, 5)] == [f"Namespace {spawner.namespace} ready",
+                                                          "Home volume home-dave ready"]
 
 
 async def test_a_policy_with_no_api_server_opens_no_egress_for_it_and_the_hub_says_so_once(monkeypatch, caplog):

@@ -19,6 +19,7 @@ class Server:
         self.replies = list(replies)
         self.requests: list[bytes] = []
         self.connections = 0
+        self.hung_up = asyncio.Event()  # set once the server has closed a connection after a reply
         self.server = None
 
     async def __aenter__(self):
@@ -45,6 +46,8 @@ class Server:
                 await writer.drain()
                 if keep is False:
                     writer.close()
+                    await writer.wait_closed()
+                    self.hung_up.set()
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
@@ -61,6 +64,17 @@ def by_length(status: int, body: bytes, close: bool = False):
                      % (status, extra, len(body), body))
         return not close
     return reply
+
+
+def then_hang_up(status: int, body: bytes):
+    """A reply whose headers keep the connection alive, after which the server closes it anyway
+    (as an API server closes an idle connection)."""
+    reply = by_length(status, body)
+
+    async def hang_up(writer, head):
+        await reply(writer, head)
+        return False
+    return hang_up
 
 
 def chunked(parts: list[bytes], pause: float = 0.0):
@@ -137,13 +151,27 @@ async def test_leaving_a_stream_early_closes_its_connection():
 
 
 async def test_an_idle_connection_the_server_closed_is_replaced():
-    async with Server([by_length(200, b"{}", close=True), by_length(200, b'{"ok": 1}')]) as server:
+    """The server closed it while it sat in the pool: the next request gets a new one."""
+    async with Server([then_hang_up(200, b"{}"), by_length(200, b'{"ok": 1}')]) as server:
         client = api(server)
         await client.get("/x")
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(server.hung_up.wait(), 5)  # the gate: the kept connection is closed
         assert await client.get("/y") == {"ok": 1}
         await client.close()
     assert server.connections == 2
+
+
+async def test_a_kept_connection_the_server_closes_as_a_request_arrives_is_tried_once_more_on_a_new_one():
+    """The close crosses the request (the client could not see it coming): a GET is sent again."""
+    async def hang_up_unanswered(writer, head):
+        return False
+
+    async with Server([by_length(200, b"{}"), hang_up_unanswered, by_length(200, b'{"ok": 1}')]) as server:
+        client = api(server)
+        await client.get("/x")
+        assert await client.get("/y") == {"ok": 1}
+        await client.close()
+    assert server.connections == 2 and [r.split(b" ")[1] for r in server.requests] == [b"/x", b"/y", b"/y"]
 
 
 async def test_no_server_is_unreachable_not_a_traceback():

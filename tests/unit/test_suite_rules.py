@@ -55,12 +55,6 @@ ALLOWED = {
     ("tests/unit/test_kubeapi_http.py", "sleep", "reply"),
     ("tests/unit/test_log_chunks.py", "sleep", "chunks_of"),
     ("tests/unit/test_log_chunks.py", "sleep", "slow"),
-    # KNOWN, TO FIX (issue 22, not yet done): fixed sleeps that let a poller look
-    # (spawner.progress() polls every 0.2 s) or let the fake server close an idle connection.
-    # They pass on a loaded machine only by luck of scheduling; replace each by a gate.
-    ("tests/unit/test_hub_settings.py", "sleep",
-     "test_the_spawn_page_gets_every_step_up_to_the_pod_even_one_after_the_namespace"),
-    ("tests/unit/test_kubeapi_http.py", "sleep", "test_an_idle_connection_the_server_closed_is_replaced"),
 }
 
 
