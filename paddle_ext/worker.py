@@ -9,8 +9,9 @@ with a hole, and its other workers may hang in a collective waiting for the lost
 each worker answers on `--port` with its state ("running", "done", "failed") and a token of
 its own, and watches its peers (`--peer` with {i} for the index, e.g.
 "train-x-{i}.train-x"; worker i answers on P + i*S, S being 0 where each worker has a
-host of its own): when a peer it has seen running stops answering or answers with
-another token (it was replaced), the worker stops its launcher and exits with
+host of its own): when a peer it has seen running stops answering (refuses at once, or
+misses MISSES_FOR_LOSS looks in a row) or answers with another token (it was replaced), the
+worker stops its launcher and exits with
 PEER_LOST_EXIT_CODE, which the job's podFailurePolicy counts as a restart
 (paddle_ext.restarts). The same happens when its own program fails while a peer is lost.
 
@@ -49,7 +50,12 @@ from .restarts import PEER_LOST_EXIT_CODE, USER_EXIT_CODES
 from .trainer_logs import OutputCopy
 
 CHECK_SECONDS = 3.0  # between looks at the peers
-CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there
+CONNECT_SECONDS = 2.0  # a peer that does not answer within this is not there, this time
+# Looks in a row that a peer seen running may miss (no answer in time, its name not resolving)
+# before it counts as lost: one miss can be a stall (a CPU-starved node, a slow DNS answer), and
+# a healthy job must not restart for it. A refused connection counts at once: a worker closes
+# its listener first when it goes away.
+MISSES_FOR_LOSS = 3
 LINGER_SECONDS = 2 * CHECK_SECONDS + 2 * CONNECT_SECONDS  # long enough for every peer to look once more
 SETTLE_POLL_SECONDS = CHECK_SECONDS / 10  # between a finished worker's looks at whether its peers know
 STOP_SECONDS = 20.0  # for the launcher to stop its trainers after SIGTERM
@@ -83,6 +89,7 @@ class Worker:
         self.token = os.urandom(8).hex()
         self.state = "running"
         self.seen: dict[int, str] = {}  # peer -> its token, once seen running
+        self.misses: dict[int, int] = {}  # peer seen running -> its looks missed in a row
         self.lost: int | None = None
         self.child: subprocess.Popen | None = None
         self.copy: OutputCopy | None = None
@@ -162,15 +169,25 @@ class Worker:
             time.sleep(CHECK_SECONDS / 10)
 
     def look(self) -> int | None:
-        """The first peer seen running that is now gone or replaced; None if none is."""
+        """The first peer seen running that is now gone (refuses, or missed MISSES_FOR_LOSS
+        looks in a row) or replaced; None if none is."""
         for index in range(self.workers):
             if index == self.index:
                 continue
-            answer = self.ask(index)
+            refused = False
+            try:
+                answer = self.ask_or_raise(index)
+            except ConnectionRefusedError:
+                answer, refused = None, True
+            except OSError:
+                answer = None
             if answer is None:
                 if index in self.seen:
-                    return index
+                    self.misses[index] = self.misses.get(index, 0) + 1
+                    if refused or self.misses[index] >= MISSES_FOR_LOSS:
+                        return index
                 continue
+            self.misses.pop(index, None)
             state, token, _ = answer
             if index in self.seen and token != self.seen[index]:
                 return index
@@ -181,6 +198,16 @@ class Worker:
                 self.seen[index] = token
             else:
                 self.seen.pop(index, None)  # finished: its end is not a loss
+        return None
+
+    def look_until_sure(self) -> int | None:
+        """look(), again every CHECK_SECONDS while a peer seen running misses its looks but is
+        not lost yet: a program that failed with its peer gone must not pass for the user's error."""
+        for _ in range(MISSES_FOR_LOSS):
+            lost = self.look()
+            if lost is not None or not self.misses:
+                return lost
+            time.sleep(CHECK_SECONDS)
         return None
 
     def knows_we_finished(self, index: int) -> bool:
@@ -281,7 +308,7 @@ class Worker:
         self.stopping.set()
         watcher.join()
         if self.lost is None and code in USER_EXIT_CODES:
-            self.lost = self.look()  # did our program fail because a peer went away?
+            self.lost = self.look_until_sure()  # did our program fail because a peer went away?
         if self.lost is not None:
             self.close()
             return PEER_LOST_EXIT_CODE
