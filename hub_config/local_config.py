@@ -74,9 +74,11 @@ c.Spawner.http_timeout = 120
 
 # --- Hub, proxy, state: all on 127.0.0.1; internal ports free by default, so a demo on
 # 8000 does not collide with another JupyterHub's 8081/8001 on the same machine.
-c.JupyterHub.bind_url = f"http://127.0.0.1:{local.public_port()}"
-c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{local.port_from_env(E.HUB_API_PORT_ENV)}"
-c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{local.port_from_env(E.PROXY_API_PORT_ENV)}"
+public_port = local.public_port()
+ports = local.ports_from_env([E.HUB_API_PORT_ENV, E.PROXY_API_PORT_ENV, E.QUOTA_PORT_ENV], taken=[public_port])
+c.JupyterHub.bind_url = f"http://127.0.0.1:{public_port}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{ports[E.HUB_API_PORT_ENV]}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{ports[E.PROXY_API_PORT_ENV]}"
 c.ConfigurableHTTPProxy.pid_file = str(local.hub_dir(state) / "jupyterhub-proxy.pid")
 c.JupyterHub.db_url = f"sqlite:///{local.hub_dir(state) / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(local.hub_dir(state) / "jupyterhub_cookie_secret")
@@ -87,7 +89,7 @@ c.JupyterHub.cleanup_proxy = True
 
 # --- The quota service at /services/quota/
 configure_quota_service(
-    c, port=local.port_from_env(E.QUOTA_PORT_ENV),
+    c, port=ports[E.QUOTA_PORT_ENV],
     environment={HOME_ENV: str(state), QUOTA_FILE_ENV: str(local.quota_file(state)), QUOTA_STORE_ENV: "local"},
     # The hub's admin administers quotas through the quota admin role: its scope is what the
     # service checks on each token (an admin's browser session holds it through this role).

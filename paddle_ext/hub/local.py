@@ -17,6 +17,7 @@ import secrets
 import sys
 from hmac import compare_digest
 from pathlib import Path
+from typing import Iterable, Sequence
 
 from jupyterhub.auth import Authenticator
 from jupyterhub.spawner import SimpleLocalProcessSpawner
@@ -24,7 +25,7 @@ from traitlets import List, Unicode
 
 from ..backends.registry import LOCAL
 from ..homeseed import seed_home
-from ..ports import free_port
+from ..ports import free_port, free_ports
 from ..constants import BACKEND_ENV, HOME_ENV, QUOTA_FILE_ENV, paddlecloud_home
 from ..environment import DEMO_PASSWORD_ENV, HUB_PORT_ENV
 
@@ -62,13 +63,21 @@ def prepare(state: Path) -> None:
     os.chmod(hub_dir(state), 0o700)  # holds the cookie secret and the password
 
 
-def port_from_env(name: str, fallback=free_port) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else fallback()
-
-
 def public_port() -> int:
-    return port_from_env(PORT_ENV, lambda: int(os.environ.get("PORT") or DEFAULT_PORT))
+    return int(os.environ.get(PORT_ENV) or os.environ.get("PORT") or DEFAULT_PORT)
+
+
+def ports_from_env(names: Sequence[str], taken: Iterable[int] = ()) -> dict[str, int]:
+    """Each of the environment variables `names`' port: its value, else a free port, the free
+    ones drawn together and apart from the given ones and `taken`. Drawn one by one, two could
+    be the same number, or a port another server is given but does not listen on yet (a test
+    run's quota service once found its port in use so)."""
+    given = {name: int(os.environ[name]) for name in names if os.environ.get(name)}
+    missing = [name for name in names if name not in given]
+    avoid = set(given.values()) | set(taken)
+    # Enough different ports that `missing` of them are outside `avoid`, whatever was drawn.
+    drawn = [port for port in free_ports(len(missing) + len(avoid)) if port not in avoid] if missing else []
+    return {**given, **dict(zip(missing, drawn))}
 
 
 def demo_password(state: Path | None = None) -> str:

@@ -66,3 +66,21 @@ def test_local_workers_keep_paddles_launcher_off_the_outgoing_connections_ports(
     env = worker_environment({"PATH": "/bin", "JUPYTERHUB_API_TOKEN": "secret"}, listen_range((32768, 60999)))
     assert env == {"PATH": "/bin", LAUNCHER_PORT_RANGE_ENV: "10000:29999"}  # below both, no credentials
     assert LAUNCHER_PORT_RANGE_ENV not in worker_environment({"PATH": "/bin"}, None)
+
+
+def test_the_local_hubs_internal_ports_are_drawn_together_and_apart_from_the_given_ones(monkeypatch):
+    """The embedded hub's config: a port the environment gives (not listened on yet) and the
+    public port are never drawn again for another of its servers, and the drawn ones differ."""
+    from paddle_ext.hub import local
+
+    names = ["HUB_API", "PROXY_API", "QUOTA"]
+    monkeypatch.setenv("HUB_API", "12001")
+    monkeypatch.delenv("PROXY_API", raising=False)
+    monkeypatch.delenv("QUOTA", raising=False)
+    # the draw comes out with the given port and the public one first, as a random one can
+    monkeypatch.setattr(local, "free_ports", lambda count: [12001, 8000, 12003, 12004][:count])
+    assert local.ports_from_env(names, taken=[8000]) == {"HUB_API": 12001, "PROXY_API": 12003, "QUOTA": 12004}
+    monkeypatch.undo()
+    monkeypatch.setenv("HUB_API", "12001")
+    drawn = local.ports_from_env(names)
+    assert drawn["HUB_API"] == 12001 and len(set(drawn.values())) == 3
