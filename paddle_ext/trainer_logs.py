@@ -322,6 +322,14 @@ def wait_for_names(names: list[str], stopped=lambda: False, resolves=_resolves, 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+def stop_notice(signum: int) -> bytes:
+    """The line a worker writes to standard error when told to stop. Paddle's launcher stopped
+    while it waits for its peers ends with `AssertionError: No container in the pod` (its
+    rendezvous client swallows the exit its signal handler raises): this line, just before,
+    says it was stopped and not broken."""
+    return f"paddlecloud: this worker received {signal.Signals(signum).name} and stops\n".encode()
+
+
 def run(log_dir: str, ranks: int, argv: list[str]) -> int:
     """Run the launcher `argv` with every trainer's lines relayed to our standard output,
     its own messages on our standard error and its copy of local rank 0's output left out;
@@ -332,6 +340,7 @@ def run(log_dir: str, ranks: int, argv: list[str]) -> int:
     early: list[int] = []  # a stop that came before the launcher did
 
     def forward(received, _frame):
+        os.write(sys.stderr.fileno(), stop_notice(received))  # not print: it may interrupt one
         if children:
             children[0].send_signal(received)
         else:

@@ -205,12 +205,14 @@ def write_test_script(hub, user, name: str) -> None:
 
 
 def job_story(hub, user, name) -> str:
-    """A job's state and the end of its log, for an assertion's message."""
+    """A job's state and the end of each worker's log, for an assertion's message: every
+    worker's, since the one that failed first may not be the one whose log ends last (a worker
+    stopped while it waits for its peers ends with Paddle's "No container in the pod")."""
     headers = {"Authorization": f"token {hub.admin_token}"}
     base = f"{hub.url}/user/{user}/paddle/api/jobs/{name}"
     job = requests.get(base, headers=headers, timeout=60).text
-    logs = requests.get(f"{base}/logs", headers=headers, timeout=60).text
-    return f"{job}\n--- log (end) ---\n{logs[-4000:]}"
+    logs = requests.get(f"{base}/logs", params={"tail": 40}, headers=headers, timeout=60).text
+    return f"{job}\n--- each worker's last 40 lines ---\n{logs}"
 
 
 def python_in_notebook(cluster, user, code: str) -> str:

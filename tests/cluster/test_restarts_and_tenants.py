@@ -33,10 +33,19 @@ async def backend_story(jobs: KubernetesBackend, core_v1, namespace: str, name: 
     ended = "still running" if not follower.done() else repr(follower.exception()) if follower.exception() \
         else "returned"
     job = json.dumps((await jobs.get(name)).to_dict(), indent=1)
+    listed = core_v1.list_namespaced_pod(namespace, label_selector=f"paddlecloud.io/job={name}").items
     pods = [(p.metadata.name, p.status.phase, [(c.name, c.restart_count, c.state.to_dict(), c.last_state.to_dict())
-                                                for c in p.status.container_statuses or []])
-            for p in core_v1.list_namespaced_pod(namespace, label_selector=f"paddlecloud.io/job={name}").items]
-    return f"follower: {ended}\njob: {job}\npods: {pods}\nlast lines: {lines[-20:]}"
+                                                for c in p.status.container_statuses or []]) for p in listed]
+    tails = "".join(f"\n--- {p.metadata.name}'s log (end) ---\n{pod_log_end(core_v1, namespace, p.metadata.name)}"
+                    for p in listed)
+    return f"follower: {ended}\njob: {job}\npods: {pods}\nlast lines: {lines[-20:]}{tails}"
+
+
+def pod_log_end(core_v1, namespace: str, pod: str) -> str:
+    try:
+        return core_v1.read_namespaced_pod_log(pod, namespace, tail_lines=20)
+    except kubernetes.client.ApiException as exc:  # gone, or not started
+        return f"(no log: {exc.status} {exc.reason})"
 
 
 def split_merged(lines: list[str], workers: int) -> dict[int, list[str]]:

@@ -104,6 +104,7 @@ def test_the_container_program_relays_forwards_a_stop_and_keeps_the_exit_code(tm
     assert proc.returncode == 3, err
     assert out == ""  # the launcher's own copy never shows
     assert "LAUNCH INFO own message" in err
+    assert err.endswith("paddlecloud: this worker received SIGTERM and stops\n"), err  # the launcher said no more
 
 
 def test_the_container_program_says_how_to_call_it():
@@ -219,7 +220,7 @@ def test_the_container_program_keeps_a_copy_of_all_its_output_to_the_last_line(t
     assert code == 3 and err == "", err
     # everything the container prints, the launcher's messages too, in one output and its copy
     assert out == ("LAUNCH INFO own message\ncopy asked of me: None\ntrainer line\n"
-                   "LAUNCH INFO stopping: last words\n")
+                   "paddlecloud: this worker received SIGTERM and stops\nLAUNCH INFO stopping: last words\n")
     [name] = os.listdir(tmp_path / "logs" / "worker-0")
     assert parse_copy_name(name).pod == "pod-uid-1"
     assert (tmp_path / "logs" / "worker-0" / name).read_text() == out
@@ -230,7 +231,8 @@ def test_a_copy_that_cannot_be_kept_is_said_once_and_the_job_runs_on(tmp_path):
     code, out, err = run_relay_with_copy(tmp_path, tmp_path / "a-file" / "worker-0")
     assert code == 3
     assert err.startswith(f"paddlecloud: not keeping a copy of this worker's log in {tmp_path}/a-file/worker-0: ")
-    assert err.count("paddlecloud:") == 1 and "LAUNCH INFO stopping: last words" in err
+    assert err.count("paddlecloud: not keeping") == 1 and "LAUNCH INFO stopping: last words" in err
+    assert "paddlecloud: this worker received SIGTERM and stops\n" in err
     assert out == "trainer line\n"
 
 
@@ -328,5 +330,5 @@ def test_a_stop_while_a_name_does_not_resolve_ends_the_container_without_its_lau
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert (proc.returncode, err) == (128 + signal.SIGTERM, "")
+    assert (proc.returncode, err) == (128 + signal.SIGTERM, "paddlecloud: this worker received SIGTERM and stops\n")
     assert not started.exists()
