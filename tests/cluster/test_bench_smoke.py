@@ -45,6 +45,8 @@ def test_the_kueue_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
     assert "did not run" not in report
     for check in ("one Workload per job", "every Workload admitted", "each admitted once"):
         assert f"| {check}" in report, check
+
+
 @pytest.mark.timeout(900)
 def test_the_hub_scale_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
     """A real JupyterHub with our spawner (and one with plain KubeSpawner) on a KWOK

@@ -546,11 +546,12 @@ FAIR_WINDOW = 80  # the window: from the first admission until this many jobs of
 # one at a time and each goes to whoever is then furthest below their share (jobs of one length
 # end together and Kueue gives all the GPUs freed in one second to the same member).
 FAIR_JOBS = ("2s", "3s", "4s", "5s")
-# A share of the GPU-seconds, at most this far from the weight's. Issue 23 asks for 10 percentage
-# points (or 10%); on the shared 2-core machine Kueue's sampled usage lags: the largest misses of
-# eight measured runs (four of them whole CI runs) were 0.023 to 0.134, two over 0.10, so this
-# checks 0.20, which still fails without fair sharing (a miss of 0.32); each run prints its shares.
-FAIR_TOLERANCE = 0.20
+# A share of the GPU-seconds, at most this far from the weight's: issue 23's 10 percentage points.
+# Released before Kueue had made every Workload, runs missed by up to 0.134 (cho's jobs came
+# late); since the test waits for them, two runs alone on this 2-core
+# machine missed by 0.039 and 0.028 (and five with half-lives of 1 to 5 s tried, 0.016 to
+# 0.071). Without fair sharing it misses by 0.32. Each run prints its shares.
+FAIR_TOLERANCE = 0.10
 
 
 def condition_time(obj: dict, kind: str) -> datetime.datetime | None:
@@ -595,8 +596,8 @@ def test_members_of_one_team_queue_get_gpu_time_by_their_weights(teams, custom, 
     equal backlog of short 1-GPU jobs; over a window where all three still have jobs waiting,
     each one's share of the GPU-seconds (from the Workloads' admission and finish times) is
     within FAIR_TOLERANCE of weight / total weight (0.25, 0.25, 0.5). Measured on the shared
-    2-core machine: 0.268 / 0.256 / 0.476, 0.291 / 0.246 / 0.463, 0.271 / 0.251 / 0.477 and,
-    in a run of the whole file, 0.237 / 0.351 / 0.412 (ben 0.10 over). Without fair sharing
+    2-core machine (this test alone, the queue released once every Workload was made):
+    0.271 / 0.257 / 0.472 and 0.265 / 0.274 / 0.461. Without fair sharing
     Kueue takes them first come, first served, by age and name, and this fails: one run with
     the team queue's admissionScope left out measured 0.401 / 0.421 / 0.178."""
     policy = queues.QueuePolicy(fair_sharing=True, weights={u: Decimal(w) for u, w in FAIR_WEIGHTS.items()})
@@ -612,11 +613,18 @@ def test_members_of_one_team_queue_get_gpu_time_by_their_weights(teams, custom, 
             for ns in members.values():
                 batch_v1.create_namespaced_job(ns, queued_job(f"j{i:03d}", 1, 1,
                                                                    complete_after=FAIR_JOBS[i % len(FAIR_JOBS)]))
-        custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", name, {"spec": {"stopPolicy": "None"}})
 
         def workloads() -> dict[str, list[dict]]:
             return {user: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
                     for user, ns in members.items()}
+
+        # Kueue makes each job's Workload in its own time. Released before all of them exist, the
+        # queue chooses among those made first: in one run it admitted none of cho's jobs for the
+        # first 44 s while two of the four GPUs stood idle (with this wait: 1, 1 and 2 from the start).
+        wait_for(lambda: all(len(wls) == FAIR_BACKLOG for wls in workloads().values()), timeout=180, interval=1,
+                 what=f"Kueue to have made the {FAIR_BACKLOG} Workloads of each member",
+                 message=lambda: {u: len(wls) for u, wls in workloads().items()})
+        custom.patch_cluster_custom_object(GROUP, VERSION, "clusterqueues", name, {"spec": {"stopPolicy": "None"}})
 
         def finished(seen) -> list[datetime.datetime]:
             return sorted(t for wls in seen.values() for wl in wls if (t := condition_time(wl, "Finished")))
