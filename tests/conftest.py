@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from hubutil import LocalHub
+from stop_on_sigterm import pytest_configure  # noqa: F401 (a hook: a SIGTERM'd run tears its fixtures down)
 
 # Hypothesis' own timing checks (a per-example deadline, "generation too slow") are
 # wall-clock assertions: on a loaded 2-core machine they fail tests that are right.
