@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from serverutil import wait_for
+from serverutil import die_with_parent, wait_for
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,7 +32,9 @@ def run_and_terminate(tmp_path, plugin: bool) -> tuple[bool, int]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
            "--rootdir", str(tmp_path), "-c", os.devnull, *(("-p", "stop_on_sigterm") if plugin else ()),
            str(tmp_path / "test_held.py")]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # die_with_parent: a run of this test that is itself killed leaves no held run waiting forever
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=die_with_parent)
     try:
         wait_for(lambda: running.exists() or proc.poll() is not None, timeout=60, what="the held test to start")
         assert proc.poll() is None, proc.communicate()[0].decode()
