@@ -28,8 +28,8 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TES
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test test-tiers lint docs test-unit test-lab test-local test-cluster cluster-part test-browser test-helm helm-schema screenshots \
-  browser-deps login-deps cluster-deps clean
+.PHONY: help setup labext demo test test-tiers lint docs test-unit test-lab test-local test-cluster test-cluster-real-node test-cluster-kwok cluster-part test-browser test-helm helm-schema screenshots \
+  browser-deps login-deps cluster-deps kwok-deps clean
 
 help:
 	@echo "make demo   start the local PaddleCloud Hub at http://127.0.0.1:$(PORT)"
@@ -83,9 +83,17 @@ include tools/docs/docs.mk
 test:
 	@tools/k8s/prebuild.sh $(MAKE) --no-print-directory test-tiers
 
-# The tiers that need no cluster come first: on a cold machine they run while the binaries build.
+# Two chains side by side after the quick tiers (tools/alongside.sh): in the foreground the tests
+# that need the machine's one real node (the cluster tier's real-node part, then helm's install
+# tests), which run one at a time and are the longest stretch; beside them the local and browser
+# tiers, then the cluster tier's KWOK part, their output printed when they end and kept in
+# $(SIDE_TIERS_LOG). On a cold machine the side chain's local and browser tiers run while the
+# binaries build (tools/k8s/prebuild.sh), as they did when every tier ran one after another.
+SIDE_TIERS_LOG := test-artifacts/side-tiers.log
 test-tiers: setup browser-deps login-deps
-	$(MAKE) lint docs test-unit test-lab test-local test-browser test-cluster test-helm
+	$(MAKE) --no-print-directory lint docs test-unit test-lab
+	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory test-local test-browser test-cluster-kwok' \
+	  $(MAKE) --no-print-directory test-cluster-real-node test-helm
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
 # pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).
@@ -115,15 +123,18 @@ endef
 # With PADDLECLOUD_SKIP_CLUSTER=1 a failed build does not stop make: the cluster tier's
 # fixtures then skip it with the reason (tests/cluster/conftest.py). CI (.ci/run) sets
 # PADDLECLOUD_REQUIRE_REAL_NODE=1: then those skips fail, and asking to skip the cluster fails at once.
-CLUSTER_DEPS := k8s-bin $(NODE_DEPS)
+# kwok-deps: what the KWOK part needs (the binaries, no images).
+DEPS_OF_cluster-deps := k8s-bin $(NODE_DEPS)
+DEPS_OF_kwok-deps := k8s-bin
 ifeq ($(PADDLECLOUD_SKIP_CLUSTER),1)
-cluster-deps:
+cluster-deps kwok-deps:
 	@if [ "$(PADDLECLOUD_REQUIRE_REAL_NODE)" = 1 ]; then echo "PADDLECLOUD_SKIP_CLUSTER=1 and" \
 	  "PADDLECLOUD_REQUIRE_REAL_NODE=1 are set together: this run must run the cluster tiers; unset one" >&2; exit 1; fi
-	@$(MAKE) --no-print-directory $(CLUSTER_DEPS) || echo "cluster binaries or images could not be built;" \
+	@$(MAKE) --no-print-directory $(DEPS_OF_$@) || echo "cluster binaries or images could not be built;" \
 	  "PADDLECLOUD_SKIP_CLUSTER=1: the tiers that need them skip" >&2
 else
-cluster-deps: $(CLUSTER_DEPS)
+cluster-deps: $(DEPS_OF_cluster-deps)
+kwok-deps: $(DEPS_OF_kwok-deps)
 endif
 
 test-unit: setup
@@ -140,12 +151,17 @@ test-local: setup login-deps
 # Two parts side by side, each a pytest session with a cluster of its own (tests/cluster/conftest.py):
 # the tests that need the real node in the foreground, the rest on a KWOK-only cluster next to them
 # (tools/alongside.sh), its output printed when it ends and kept in $(CLUSTER_KWOK_LOG). One session
-# left the 2 CPUs about half idle; the other tiers stay out of the way (run next to the cluster tier,
-# their Paddle jobs and the real node's starved each other into timeouts).
+# left the 2 CPUs about half idle. make test runs the two parts in its two chains (test-tiers).
 CLUSTER_KWOK_LOG := test-artifacts/cluster-kwok-part.log
 test-cluster: setup cluster-deps
 	tools/alongside.sh $(CLUSTER_KWOK_LOG) '$(MAKE) --no-print-directory cluster-part PART=kwok' \
 	  $(MAKE) --no-print-directory cluster-part PART=real-node
+
+# Each part alone, with what it needs (make test runs them in its two chains).
+test-cluster-real-node: setup cluster-deps
+	$(MAKE) --no-print-directory cluster-part PART=real-node
+test-cluster-kwok: setup kwok-deps
+	$(MAKE) --no-print-directory cluster-part PART=kwok
 
 # One part of the cluster tier (PART: real-node or kwok); test-cluster runs both.
 cluster-part:
