@@ -83,16 +83,17 @@ include tools/docs/docs.mk
 test:
 	@tools/k8s/prebuild.sh $(MAKE) --no-print-directory test-tiers
 
-# Two chains side by side after the quick tiers (tools/alongside.sh): in the foreground the tests
-# that need the machine's one real node (the cluster tier's real-node part, then helm's install
-# tests), which run one at a time and are the longest stretch; beside them the local and browser
-# tiers, then the cluster tier's KWOK part, their output printed when they end and kept in
-# $(SIDE_TIERS_LOG). On a cold machine the side chain's local and browser tiers run while the
-# binaries build (tools/k8s/prebuild.sh), as they did when every tier ran one after another.
+# Lint and the docs first, then two chains side by side (tools/alongside.sh): in the foreground
+# the tests that need the machine's one real node (the cluster tier's real-node part, then helm's
+# install tests), which run one at a time and are the longest stretch; beside them the unit, lab,
+# local and browser tiers, then the cluster tier's KWOK part, their output printed when they end
+# and kept in $(SIDE_TIERS_LOG). On a cold machine the side chain's tiers before the KWOK part
+# run while the binaries build (tools/k8s/prebuild.sh), as they did when every tier ran one
+# after another.
 SIDE_TIERS_LOG := test-artifacts/side-tiers.log
 test-tiers: setup browser-deps login-deps
-	$(MAKE) --no-print-directory lint docs test-unit test-lab
-	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory test-local test-browser test-cluster-kwok' \
+	$(MAKE) --no-print-directory lint docs
+	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory test-unit test-lab test-local test-browser test-cluster-kwok' \
 	  $(MAKE) --no-print-directory test-cluster-real-node test-helm
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
@@ -113,10 +114,15 @@ TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
 TIER_WORKERS_unit ?= 2
 TIER_WORKERS_local ?= 3
 TIER_WORKERS_browser ?= 2
+# The cluster tier's KWOK part runs in 2 workers, each with a KWOK-only cluster of its own (its
+# tests mostly wait on Kueue and the fake nodes; the Kueue test file alone is about 7 minutes).
+# The real-node part stays one process: its tests share the machine's one real node.
+TIER_WORKERS_cluster_kwok ?= 2
+# $(call tier,NAME,EXTRA_PATH,ENV,WORKERS): WORKERS, when given, instead of TIER_WORKERS_<NAME>.
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
 @echo "$(1) tier$(if $(3), ($(3))): random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
-$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25$(if $(filter-out 0,$(TIER_WORKERS_$(1))), -n $(TIER_WORKERS_$(1)) --dist loadfile)
+$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25$(if $(filter-out 0,$(or $(4),$(TIER_WORKERS_$(1)))), -n $(or $(4),$(TIER_WORKERS_$(1))) --dist loadfile)
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
@@ -165,7 +171,7 @@ test-cluster-kwok: setup kwok-deps
 
 # One part of the cluster tier (PART: real-node or kwok); test-cluster runs both.
 cluster-part:
-	$(call tier,cluster,$(K8S_BIN_DIR),PADDLECLOUD_CLUSTER_PART=$(PART))
+	$(call tier,cluster,$(K8S_BIN_DIR),PADDLECLOUD_CLUSTER_PART=$(PART),$(TIER_WORKERS_cluster_$(PART)))
 
 test-browser: setup browser-deps login-deps
 	$(call tier,browser)

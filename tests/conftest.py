@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from hubutil import LocalHub
+from measures import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401 (hooks: measures on record)
 from stop_on_sigterm import pytest_configure  # noqa: F401 (a hook: a SIGTERM'd run tears its fixtures down)
 
 # Hypothesis' own timing checks (a per-example deadline, "generation too slow") are
