@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -84,6 +85,17 @@ def _timed_out(timeout: float, what: str, value, message: Callable[[], str] | No
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def isolated_pytest(tmp_path: Path, suite: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment for a pytest run of `suite` (written to
+    tmp_path/test_isolated.py) apart from this suite's configuration, plugins and random order,
+    with tests/ importable: how the tests of our pytest plugins run them (`-p PLUGIN` in args)."""
+    test_file = tmp_path / "test_isolated.py"
+    test_file.write_text(textwrap.dedent(suite))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+           "--rootdir", str(tmp_path), "-c", os.devnull, *args, str(test_file)]
+    return cmd, {**os.environ, "PYTHONPATH": str(REPO / "tests")}
 
 
 def sigint_default() -> None:

@@ -647,7 +647,7 @@ def test_members_of_one_team_queue_get_gpu_time_by_their_weights(teams, custom, 
         total, weights = sum(used.values()), sum(FAIR_WEIGHTS.values())
         shares = {user: round(used[user] / total, 3) for user in used}
         wanted = {user: w / weights for user, w in FAIR_WEIGHTS.items()}
-        # in every run's output (tests/conftest.py): the spread under load is on record (goal: 0.10)
+        # in every run's output (tests/measures.py): the spread under load is on record (goal: 0.10)
         record_property(MEASURE, f"fairness: GPU-second shares over {(end - start).total_seconds():.0f} s: {shares} "
                         f"(weights {wanted}; largest miss {max(abs(shares[u] - wanted[u]) for u in wanted):.3f})")
         assert all(abs(shares[u] - wanted[u]) <= FAIR_TOLERANCE for u in wanted), (shares, wanted, used)

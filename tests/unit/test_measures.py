@@ -1,13 +1,10 @@
 """A test's measures are printed at the end of the run, with pytest-xdist too (tests/measures.py)."""
 
-import os
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from serverutil import isolated_pytest
 
 SUITE = '''
 from measures import MEASURE
@@ -23,11 +20,8 @@ def test_fails_with_a_measure(record_property):
 
 
 def run(tmp_path, *args: str) -> str:
-    (tmp_path / "test_measured.py").write_text(textwrap.dedent(SUITE))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-p", "measures",
-           "--rootdir", str(tmp_path), "-c", os.devnull, *args, str(tmp_path / "test_measured.py")]
-    done = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": TESTS}, capture_output=True,
-                          text=True, timeout=120)
+    cmd, env = isolated_pytest(tmp_path, SUITE, "-p", "measures", *args)
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr  # one test fails
     return done.stdout
 
@@ -36,6 +30,6 @@ def run(tmp_path, *args: str) -> str:
 def test_every_measure_is_printed_under_measures_at_the_end(tmp_path, workers):
     out = run(tmp_path, *workers)
     section = out[out.index(" measures "):]
-    assert "spread: 0.012  (test_measured.py::test_passes_with_a_measure)" in section, out
-    assert "spread: 0.301  (test_measured.py::test_fails_with_a_measure)" in section, out
+    assert "spread: 0.012  (test_isolated.py::test_passes_with_a_measure)" in section, out
+    assert "spread: 0.301  (test_isolated.py::test_fails_with_a_measure)" in section, out
     assert "own output" not in out

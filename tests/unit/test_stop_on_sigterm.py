@@ -1,14 +1,9 @@
 """A run stopped with SIGTERM tears its fixtures down (tests/stop_on_sigterm.py)."""
 
-import os
 import signal
 import subprocess
-import sys
-import textwrap
 
-from serverutil import die_with_parent, wait_for
-
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from serverutil import die_with_parent, isolated_pytest, wait_for
 
 SUITE = '''
 import os, signal
@@ -26,12 +21,9 @@ def test_waits_to_be_stopped(started_thing):
 
 
 def run_and_terminate(tmp_path, plugin: bool) -> tuple[bool, int]:
-    (tmp_path / "test_held.py").write_text(textwrap.dedent(SUITE))
     running, torn_down = tmp_path / "running", tmp_path / "torn-down"
-    env = {**os.environ, "RUNNING": str(running), "TORN_DOWN": str(torn_down), "PYTHONPATH": TESTS}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-           "--rootdir", str(tmp_path), "-c", os.devnull, *(("-p", "stop_on_sigterm") if plugin else ()),
-           str(tmp_path / "test_held.py")]
+    cmd, env = isolated_pytest(tmp_path, SUITE, *(("-p", "stop_on_sigterm") if plugin else ()))
+    env.update(RUNNING=str(running), TORN_DOWN=str(torn_down))
     # die_with_parent: a run of this test that is itself killed leaves no held run waiting forever
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             preexec_fn=die_with_parent)
