@@ -259,6 +259,33 @@ def test_placement_cpu_pods_on_the_real_node_gpu_pods_on_kwok(real_cluster, core
     assert wait_pod_done(core_v1, ns, "cpu").status.phase == "Succeeded"
 
 
+def bridge_ports_and_address():
+    """The node bridge's ports (its pods' veths) and its MAC address."""
+    ports = [line.split(":")[1].strip().split("@")[0]
+             for line in _run("ip", "-o", "link", "show", "master", node_config.BRIDGE).splitlines()]
+    with open(f"/sys/class/net/{node_config.BRIDGE}/address") as fh:
+        return ports, fh.read().strip()
+
+
+def test_the_node_bridge_keeps_its_address_as_pods_come_and_go(real_cluster, core_v1, make_namespace):
+    """A bridge takes the lowest MAC of its ports unless given one: as pods came and went it
+    changed, and a pod's packets to the node (198.18.0.1: DNS, the API server) went to the old
+    address for seconds (a job's worker failed on its own name not resolving)."""
+    ns = make_namespace()
+    before, _ = bridge_ports_and_address()
+    for i in range(3):
+        core_v1.create_namespaced_pod(ns, restricted_pod(f"p{i}", WORKER, ["sleep", "600"]))
+    wait_for(lambda: all(pod_phase(core_v1, ns, f"p{i}") == "Running" for i in range(3)), timeout=60,
+             what="3 pods Running")
+    during = wait_for(lambda: (found := bridge_ports_and_address()) and len(set(found[0]) - set(before)) >= 3
+                      and found, timeout=30, what="the 3 pods' veths on the bridge")
+    for i in range(3):
+        core_v1.delete_namespaced_pod(f"p{i}", ns, grace_period_seconds=0)
+    after = wait_for(lambda: (found := bridge_ports_and_address()) and not set(found[0]) - set(before) and found,
+                     timeout=60, what="the pods' veths gone from the bridge")
+    assert during[1] == after[1] == node_config.BRIDGE_MAC
+
+
 def test_kwok_gpu_pods_still_serve_logs_from_files(real_cluster, core_v1, make_namespace, tmp_path):
     ns = make_namespace()
     pod = restricted_pod("fake-gpu", "docker.io/paddlecloud/not-pulled:0", ["true"], tolerations=[GPU_TOLERATION])

@@ -33,14 +33,14 @@ from paddle_ext.ports import free_port, free_ports
 
 try:
     from . import images
-    from .node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
-                              containerd_config, corefile, kube_proxy_config, kubelet_config)
+    from .node_config import (BRIDGE, BRIDGE_MAC, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME,
+                              cni_conflist, containerd_config, corefile, kube_proxy_config, kubelet_config)
     from .procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
                            runs_as_recorded, signal_pids, stop_in_turn, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
-    from node_config import (BRIDGE, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME, cni_conflist,
-                             containerd_config, corefile, kube_proxy_config, kubelet_config)
+    from node_config import (BRIDGE, BRIDGE_MAC, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME,
+                             cni_conflist, containerd_config, corefile, kube_proxy_config, kubelet_config)
     from procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
                           runs_as_recorded, signal_pids, stop_in_turn, write_json)
 
@@ -691,7 +691,7 @@ class RealNode:
             raise
 
     def _make_bridge(self):
-        run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        run(["ip", "link", "add", BRIDGE, "address", BRIDGE_MAC, "type", "bridge"])
         run(["ip", "addr", "add", f"{NODE_IP}/16", "dev", BRIDGE])
         run(["ip", "link", "set", BRIDGE, "up"])
         # Pods may talk to each other and to this machine, never beyond it.

@@ -8,6 +8,11 @@ Addresses (all inside 198.18.0.0/15, the range reserved for network tests):
 
 NODE_NAME = "paddlecloud-node"
 BRIDGE = "pcbr0"
+# The bridge's own MAC address, set when it is made (locally administered). A bridge without one
+# takes the lowest of its ports' addresses and changes it as pods come and go; the pods' ARP
+# entries for 198.18.0.1 then point at an address nobody answers for until they expire: a DNS
+# query (or any packet to the node) is lost for seconds about 20 s after another pod went away.
+BRIDGE_MAC = "02:50:43:00:00:01"
 NODE_IP = "198.18.0.1"
 POD_SUBNET = "198.18.0.0/16"
 POD_RANGE = ("198.18.1.1", "198.18.255.254")
