@@ -104,8 +104,9 @@ lint: $(VENV_STAMP)
 
 # Every pytest tier runs the same way: `$(call tier,NAME,EXTRA_PATH)`. A tier whose folder
 # holds no test file fails, and so does one where pytest collects nothing (its exit code
-# 5 is kept): a tier that lost its tests must not pass quietly. Each prints its skip reasons (-rs)
-# and its 25 slowest tests, so a skipped claim or a slow test shows in every run.
+# 5 is kept): a tier that lost its tests must not pass quietly. Each prints its skip reasons and,
+# last, one line per failed or erroring test (-rfEs), and its 25 slowest tests, so a skipped claim
+# or a slow test shows in every run, and the end of a failed run's output names what failed.
 # The tiers without a cluster run their test files in parallel worker processes (pytest-xdist,
 # TIER_WORKERS_<tier>; one file stays in one worker): their tests mostly wait (jobs' rendezvous
 # and restarts, servers starting, a browser), leaving 2 CPUs two-thirds idle when run one at a
@@ -122,7 +123,7 @@ TIER_WORKERS_cluster_kwok ?= 2
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
 @echo "$(1) tier$(if $(3), ($(3))): random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
-$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rs --durations=25$(if $(filter-out 0,$(or $(4),$(TIER_WORKERS_$(1)))), -n $(or $(4),$(TIER_WORKERS_$(1))) --dist loadfile)
+$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rfEs --durations=25$(if $(filter-out 0,$(or $(4),$(TIER_WORKERS_$(1)))), -n $(or $(4),$(TIER_WORKERS_$(1))) --dist loadfile)
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).
@@ -179,7 +180,7 @@ test-browser: setup browser-deps login-deps
 # The README's three screenshots (docs/_static/screenshots/), taken by the browser tier's own
 # tests at the states they check (tests/browser/labpage.py: docs_screenshot); never by hand.
 screenshots: setup browser-deps
-	PADDLECLOUD_DOCS_SCREENSHOTS=1 PATH=$(TIER_PATH):$$PATH $(PYTEST) -q -rs tests/browser/test_live_training.py \
+	PADDLECLOUD_DOCS_SCREENSHOTS=1 PATH=$(TIER_PATH):$$PATH $(PYTEST) -q -rfEs tests/browser/test_live_training.py \
 	  tests/browser/test_lab_panel.py tests/browser/test_admin_overview.py
 
 # The chart (helm/paddlecloud-hub): lint, render and schema checks, server-side dry-run on the
