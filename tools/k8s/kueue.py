@@ -45,6 +45,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import yaml
 
@@ -298,9 +299,14 @@ class Kueue:
         """Kueue's CRDs and the PaddleJob CRD (the file `paddlejob`), each served before the
         manager starts."""
         c = self.cluster
-        out = subprocess.run([os.path.join(c.bin_dir, "kubectl"), f"--kubeconfig={c.kubeconfig}", "apply",
-                              "--server-side", "--force-conflicts", "-f", os.path.join(manifests_dir(c.bin_dir), "crd"),
-                              "-f", paddlejob], capture_output=True, text=True, timeout=120)
+        left = max(1.0, deadline - time.monotonic())
+        try:
+            out = subprocess.run([os.path.join(c.bin_dir, "kubectl"), f"--kubeconfig={c.kubeconfig}", "apply",
+                                  "--server-side", "--force-conflicts", "-f", os.path.join(manifests_dir(c.bin_dir), "crd"),
+                                  "-f", paddlejob], capture_output=True, text=True, timeout=left)
+        except subprocess.TimeoutExpired as exc:
+            raise KueueError(f"installing Kueue's and the PaddleJob CRDs did not finish in {left:.0f} s (the cluster's "
+                             f"start deadline): {(exc.stderr or b'').decode(errors='replace').strip()}") from exc
         if out.returncode:
             raise KueueError(f"installing Kueue's and the PaddleJob CRDs failed: {out.stderr.strip()}")
         for plural in CRD_PLURALS:
