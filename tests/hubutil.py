@@ -20,6 +20,7 @@ from typing import Callable
 import psutil
 import requests
 
+from paddle_ext.hub.local import ADMIN_USER
 from serverutil import describe, free_port, free_ports, processes_under, sse_events, tracebacks, wait_for  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,9 +119,12 @@ class LocalHub:
         kills it: over 45 s on a loaded machine.)
 
         Returns a description of each process still alive after the grace period
-        (hub, proxy, single-user servers, job workers); empty means a clean shutdown.
+        (hub, proxy, single-user servers, job workers) and of each server still starting when
+        the hub was to stop (settle_spawns); empty means a clean shutdown.
         """
+        still_starting: list[str] = []
         if self.proc is not None and self.proc.poll() is None:
+            still_starting = self.settle_spawns()
             self.proc.send_signal(signal.SIGTERM)  # JupyterHub stops the servers and the proxy
             try:
                 self.proc.wait(grace)
@@ -142,7 +146,35 @@ class LocalHub:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        return described
+        return still_starting + described
+
+    def settle_spawns(self, timeout: float = 120) -> list[str]:
+        """Wait until no user's server is still starting (a login in a browser starts one the
+        test may never wait for); those still starting after `timeout` seconds, described. A
+        hub stopped in the middle of a spawn stops that server, and JupyterHub 6.1's check on a
+        spawn still pending after 10 s (slow_spawn_timeout) then logs an InvalidStateError
+        traceback ("Exception is not set"): seen on a loaded machine. Needs the admin's demo
+        login: a hub with another login (OpenID Connect, LDAP) is stopped as it is."""
+        try:
+            token = self.new_token(self.login(ADMIN_USER), ADMIN_USER)
+        except (HubError, requests.RequestException):
+            return []
+        starting: list[str] = []
+
+        def settled() -> bool:
+            try:
+                response = self.hub_api("GET", "/users", token)
+            except requests.RequestException:
+                return True  # the hub is gone: nothing left to wait for
+            starting[:] = [user["name"] for user in response.json() for server in user["servers"].values()
+                           if server.get("pending") == "spawn"] if response.status_code == 200 else []
+            return not starting
+
+        try:
+            wait_for(settled, timeout, "no server still starting before the hub stops", interval=0.5)
+        except AssertionError:
+            return [f"{name}'s server, still starting {timeout:.0f} s after the test" for name in starting]
+        return []
 
     def stop_and_check(self) -> None:
         """Stop the hub; FAIL if any process under its home is left running (leftovers are
