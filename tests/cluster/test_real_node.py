@@ -261,10 +261,8 @@ def test_placement_cpu_pods_on_the_real_node_gpu_pods_on_kwok(real_cluster, core
 
 def bridge_ports_and_address():
     """The node bridge's ports (its pods' veths) and its MAC address."""
-    ports = [line.split(":")[1].strip().split("@")[0]
-             for line in _run("ip", "-o", "link", "show", "master", node_config.BRIDGE).splitlines()]
     with open(f"/sys/class/net/{node_config.BRIDGE}/address") as fh:
-        return ports, fh.read().strip()
+        return node.bridge_ports(), fh.read().strip()
 
 
 def test_the_node_bridge_keeps_its_address_as_pods_come_and_go(real_cluster, core_v1, make_namespace):

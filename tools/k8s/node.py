@@ -410,10 +410,14 @@ def remove_nft_tables(existed_before=None):
     return left
 
 
-def remove_bridge():
+def bridge_ports():
+    """The names of the bridge's ports (its pods' veths)."""
     proc = subprocess.run(["ip", "-o", "link", "show", "master", BRIDGE], capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
-        port = line.split(":")[1].strip().split("@")[0]
+    return [line.split(":")[1].strip().split("@")[0] for line in proc.stdout.splitlines()]
+
+
+def remove_bridge():
+    for port in bridge_ports():
         subprocess.run(["ip", "link", "del", port], capture_output=True)
     subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)
 
