@@ -43,7 +43,7 @@ try:
     from . import images, node, node_config, storage
     from .kueue import Kueue, KueueError, release_metrics_certs, unavailable_reason as kueue_missing
     from .pki import kubeconfig_dict, make_pki
-    from .procutil import CHILDREN, http_ok, pid_alive, read_json, stop_in_turn, stop_pids, write_json
+    from .procutil import CHILDREN, http_ok, pid_alive, process_record, read_json, runs_as_recorded, stop_in_turn, stop_pids, write_json
 except ImportError:  # run as a script from tools/k8s (by any python3: the repo root gives paddle_ext)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     import images
@@ -52,7 +52,7 @@ except ImportError:  # run as a script from tools/k8s (by any python3: the repo 
     import storage
     from kueue import Kueue, KueueError, release_metrics_certs, unavailable_reason as kueue_missing
     from pki import kubeconfig_dict, make_pki
-    from procutil import CHILDREN, http_ok, pid_alive, read_json, stop_in_turn, stop_pids, write_json
+    from procutil import CHILDREN, http_ok, pid_alive, process_record, read_json, runs_as_recorded, stop_in_turn, stop_pids, write_json
 
 from paddle_ext.ports import free_port  # noqa: E402
 
@@ -369,7 +369,7 @@ class Cluster:
         if missing:
             raise ClusterError(f"missing binaries in {self.bin_dir}: {missing}; run `make k8s-bin`")
         if os.path.exists(self.pids_file) and any(
-                pid_alive(i["pid"]) for i in read_json(self.pids_file).values()):
+                runs_as_recorded(i) for i in read_json(self.pids_file).values()):
             raise ClusterError(f"a cluster is already running from {self.state_dir}; stop it first")
         deadline = time.monotonic() + (timeout or (REAL_NODE_TIMEOUT if self.real_node else KWOK_TIMEOUT))
         if self.real_node:  # the machine lock and the bridge come before anything binds 198.18.0.1
@@ -485,7 +485,7 @@ class Cluster:
         finally:
             log.close()
         CHILDREN[proc.pid] = proc
-        self.pids[name] = {"pid": proc.pid, "exe": cmd[0]}
+        self.pids[name] = process_record(proc.pid, cmd[0])
         write_json(self.pids_file, self.pids)
         if self.real_node:  # so a later start can clean up after a crash from the record alone
             self.real_node.add_pid(name, self.pids[name])
@@ -590,7 +590,7 @@ class Cluster:
     def running_pids(self):
         """The recorded component pids that are still alive."""
         pids = self.pids or (read_json(self.pids_file) if os.path.exists(self.pids_file) else {})
-        return [i["pid"] for i in pids.values() if pid_alive(i["pid"])]
+        return [i["pid"] for i in pids.values() if runs_as_recorded(i)]
 
     @classmethod
     def from_state_dir(cls, state_dir):

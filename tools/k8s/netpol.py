@@ -28,13 +28,13 @@ try:
     from .cluster import ClusterError
     from .node_config import BRIDGE, NODE_NAME, SERVICE_CIDR
     from .pki import client_cert
-    from .procutil import CHILDREN, kill_and_wait, pid_cmdline, read_json, runs_as_recorded, write_json
+    from .procutil import CHILDREN, kill_and_wait, pid_cmdline, process_record, read_json, runs_as_recorded, write_json
 except ImportError:  # run as a script from tools/k8s
     import node
     from cluster import ClusterError
     from node_config import BRIDGE, NODE_NAME, SERVICE_CIDR
     from pki import client_cert
-    from procutil import CHILDREN, kill_and_wait, pid_cmdline, read_json, runs_as_recorded, write_json
+    from procutil import CHILDREN, kill_and_wait, pid_cmdline, process_record, read_json, runs_as_recorded, write_json
 
 RECORD = os.path.join(node.RUN_DIR, "netpol.json")  # removed with the rest of RUN_DIR by node teardown
 CHAIN_PREFIXES = ("KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWPLCY-")
@@ -136,7 +136,7 @@ class Enforcer:
                      f"--sync-file={self.sync_file}", "--v=1"],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             CHILDREN[self.proc.pid] = self.proc
-            record["pid"] = {"pid": self.proc.pid, "exe": exe}
+            record["pid"] = process_record(self.proc.pid, exe)
             write_json(RECORD, record)
             self.wait_synced(timeout)
         except BaseException:

@@ -35,14 +35,14 @@ try:
     from . import images
     from .node_config import (BRIDGE, BRIDGE_MAC, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME,
                               cni_conflist, containerd_config, corefile, kube_proxy_config, kubelet_config)
-    from .procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
-                           runs_as_recorded, signal_pids, stop_in_turn, write_json)
+    from .procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, process_record,
+                           read_json, runs_as_recorded, signal_pids, stop_in_turn, write_json)
 except ImportError:  # run as a script from tools/k8s
     import images
     from node_config import (BRIDGE, BRIDGE_MAC, CNI_BIN_DIR, CNI_NETWORK, COREDNS_RBAC, NODE_IP, NODE_NAME,
                              cni_conflist, containerd_config, corefile, kube_proxy_config, kubelet_config)
-    from procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, read_json,
-                          runs_as_recorded, signal_pids, stop_in_turn, write_json)
+    from procutil import (all_pids, file_mentions, http_ok, kill_and_wait, pid_alive, pid_cmdline, pid_exe, process_record,
+                          read_json, runs_as_recorded, signal_pids, stop_in_turn, write_json)
 
 CACHE_ROOT = images.CACHE_ROOT
 
@@ -226,7 +226,7 @@ def acquire_machine_lock(owner_pid, timeout):
     locked file) lives; teardown kills it last. A waiting starter takes over a node whose
     owner process (e.g. a killed pytest) is gone; it waits for one started by
     `cluster.py up` (no owner) until `timeout`, then fails naming it. Returns the holder's
-    {"pid", "exe"} (exe: the argv[0] it runs, to recognise it later).
+    record (procutil.process_record, to recognise it later).
     """
     fd = _wait_for_machine_lock(timeout)
     try:
@@ -235,7 +235,7 @@ def acquire_machine_lock(owner_pid, timeout):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     finally:
         os.close(fd)
-    return {"pid": holder.pid, "exe": sleep}
+    return process_record(holder.pid, sleep)
 
 
 # ---------------------------------------------------------------- teardown (works from the record alone)

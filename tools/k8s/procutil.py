@@ -55,9 +55,32 @@ def all_pids():
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
+def pid_started(pid):
+    """When pid started, in clock ticks since boot (None when it is gone): with the pid, it names
+    one process for good, where a pid alone may be reused once the kernel's pids wrap (a test run
+    uses tens of thousands, and /proc/sys/kernel/pid_max may be 32768)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_record(pid, exe):
+    """What a state file keeps of a process it may have to stop later: {"pid", "exe", "started"}
+    (exe: the argv[0] it runs)."""
+    return {"pid": pid, "exe": exe, "started": pid_started(pid)}
+
+
 def runs_as_recorded(info):
-    """Whether a recorded {"pid", "exe"} still runs that program (the pid may have been reused)."""
-    return pid_alive(info["pid"]) and pid_cmdline(info["pid"])[:1] == [info["exe"]]
+    """Whether a recorded process still runs: the same pid and start time (a record without
+    "started", written by an older version, is matched by pid and program)."""
+    pid = info["pid"]
+    if not pid_alive(pid):
+        return False
+    if info.get("started") is not None:
+        return pid_started(pid) == info["started"]
+    return pid_cmdline(pid)[:1] == [info["exe"]]
 
 
 def signal_pids(pids, sig):
@@ -84,7 +107,7 @@ def kill_and_wait(pids, sig=signal.SIGTERM, timeout=15.0):
 
 
 def stop_pids(pids, timeout=15.0):
-    """SIGTERM each {name: {pid, exe}} (if still that exe), then SIGKILL stragglers.
+    """SIGTERM each {name: record} (if it still runs as recorded), then SIGKILL stragglers.
 
     Returns the pids that were still alive at the end (should be empty).
     """
@@ -92,7 +115,7 @@ def stop_pids(pids, timeout=15.0):
 
 
 def stop_in_turn(pids, timeout=15.0):
-    """stop_pids for each {name: {pid, exe}} in turn, in the order given: a component's clients
+    """stop_pids for each {name: record} in turn, in the order given: a component's clients
     before it. Stopped together, Kueue and the API server each waited on the other until the
     timeout's SIGKILL (a cluster stopped in 15 s instead of 3)."""
     return [pid for name, info in pids.items() for pid in stop_pids({name: info}, timeout)]
