@@ -28,7 +28,7 @@ PYTEST := $(VPY) -m pytest -p no:cacheprovider -p randomly --randomly-seed=$(TES
 # The JupyterLab extension's entry in the dev venv: a link to labextension/prebuilt.
 LABEXT_LINK := $(VENV)/share/jupyter/labextensions/@paddlecloud/jupyterlab-jobs
 
-.PHONY: help setup labext demo test test-tiers lint docs test-unit test-lab test-local test-cluster test-cluster-real-node test-cluster-kwok cluster-part test-browser test-helm helm-schema screenshots \
+.PHONY: help setup labext demo test test-tiers lint docs test-unit test-lab test-local test-cluster test-cluster-real-node test-cluster-kwok tier-part test-browser test-helm test-helm-real-node test-helm-kwok helm-schema screenshots \
   browser-deps login-deps cluster-deps kwok-deps clean
 
 help:
@@ -86,15 +86,15 @@ test:
 # Lint and the docs first, then two chains side by side (tools/alongside.sh): in the foreground
 # the tests that need the machine's one real node (the cluster tier's real-node part, then helm's
 # install tests), which run one at a time and are the longest stretch; beside them the unit, lab,
-# local and browser tiers, then the cluster tier's KWOK part, their output printed when they end
-# and kept in $(SIDE_TIERS_LOG). On a cold machine the side chain's tiers before the KWOK part
+# local and browser tiers, then the helm and cluster tiers' KWOK parts, their output printed when
+# they end and kept in $(SIDE_TIERS_LOG). On a cold machine the side chain's tiers before the KWOK part
 # run while the binaries build (tools/k8s/prebuild.sh), as they did when every tier ran one
 # after another.
 SIDE_TIERS_LOG := test-artifacts/side-tiers.log
 test-tiers: setup browser-deps login-deps
 	$(MAKE) --no-print-directory lint docs
-	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory test-unit test-lab test-local test-browser test-cluster-kwok' \
-	  $(MAKE) --no-print-directory test-cluster-real-node test-helm
+	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory test-unit test-lab test-local test-browser test-helm-kwok test-cluster-kwok' \
+	  $(MAKE) --no-print-directory test-cluster-real-node test-helm-real-node
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
 # pyproject.toml (seconds). The extension's TypeScript is type-checked by test-lab (tsc, noEmit).
@@ -155,24 +155,25 @@ test-lab: setup
 test-local: setup login-deps
 	$(call tier,local)
 
-# Two parts side by side, each a pytest session with a cluster of its own (tests/cluster/conftest.py):
+# Two parts side by side, each a pytest session with a cluster of its own (tests/tierparts.py):
 # the tests that need the real node in the foreground, the rest on a KWOK-only cluster next to them
 # (tools/alongside.sh), its output printed when it ends and kept in $(CLUSTER_KWOK_LOG). One session
 # left the 2 CPUs about half idle. make test runs the two parts in its two chains (test-tiers).
 CLUSTER_KWOK_LOG := test-artifacts/cluster-kwok-part.log
 test-cluster: setup cluster-deps
-	tools/alongside.sh $(CLUSTER_KWOK_LOG) '$(MAKE) --no-print-directory cluster-part PART=kwok' \
-	  $(MAKE) --no-print-directory cluster-part PART=real-node
+	tools/alongside.sh $(CLUSTER_KWOK_LOG) '$(MAKE) --no-print-directory tier-part TIER=cluster PART=kwok' \
+	  $(MAKE) --no-print-directory tier-part TIER=cluster PART=real-node
 
 # Each part alone, with what it needs (make test runs them in its two chains).
 test-cluster-real-node: setup cluster-deps
-	$(MAKE) --no-print-directory cluster-part PART=real-node
+	$(MAKE) --no-print-directory tier-part TIER=cluster PART=real-node
 test-cluster-kwok: setup kwok-deps
-	$(MAKE) --no-print-directory cluster-part PART=kwok
+	$(MAKE) --no-print-directory tier-part TIER=cluster PART=kwok
 
-# One part of the cluster tier (PART: real-node or kwok); test-cluster runs both.
-cluster-part:
-	$(call tier,cluster,$(K8S_BIN_DIR),PADDLECLOUD_CLUSTER_PART=$(PART),$(TIER_WORKERS_cluster_$(PART)))
+# One part of the cluster or helm tier (TIER; PART: real-node or kwok); test-cluster and test-helm
+# run both.
+tier-part:
+	$(call tier,$(TIER),$(K8S_BIN_DIR),PADDLECLOUD_CLUSTER_PART=$(PART),$(TIER_WORKERS_$(TIER)_$(PART)))
 
 test-browser: setup browser-deps login-deps
 	$(call tier,browser)
@@ -188,6 +189,13 @@ screenshots: setup browser-deps
 # (with an OpenID Connect login through the test provider: its node modules).
 test-helm: setup cluster-deps $(OIDC_PROVIDER)
 	$(call tier,helm,$(K8S_BIN_DIR))
+
+# Its two parts alone (make test runs them in its two chains): the install tests on the real node,
+# and the rest (lint, rendering, server-side dry-runs on a KWOK-only cluster).
+test-helm-real-node: setup cluster-deps $(OIDC_PROVIDER)
+	$(MAKE) --no-print-directory tier-part TIER=helm PART=real-node
+test-helm-kwok: setup kwok-deps
+	$(MAKE) --no-print-directory tier-part TIER=helm PART=kwok
 
 # The documentation site (docs/, Sphinx with MyST Markdown), warnings as errors: a broken
 # link, a page left out of every toctree or a cross-reference to nothing fails the build.

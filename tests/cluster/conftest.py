@@ -12,10 +12,10 @@ Binaries come from `make k8s-bin`. Missing binaries are an error, unless
 PADDLECLOUD_SKIP_CLUSTER=1, which skips the tier instead (and fails together with
 PADDLECLOUD_REQUIRE_REAL_NODE=1).
 
-The tier runs in two parts side by side (the Makefile's test-cluster), each a pytest session
-with a cluster of its own: PADDLECLOUD_CLUSTER_PART=real-node runs the tests that need the real
-node (they use `real_cluster`, or are marked `own_real_node`) on a cluster with it, and
-PADDLECLOUD_CLUSTER_PART=kwok the rest on a cluster of KWOK nodes only, as a machine without
+The tier runs in two parts side by side (the Makefile's test-cluster; tests/tierparts.py), each a
+pytest session with a cluster of its own: PADDLECLOUD_CLUSTER_PART=real-node runs the tests that
+need the real node (they use `real_cluster`, or are marked `own_real_node`) on a cluster with it,
+and PADDLECLOUD_CLUSTER_PART=kwok the rest on a cluster of KWOK nodes only, as a machine without
 root runs them. Unset, one session runs every test on one cluster.
 """
 
@@ -32,6 +32,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from availability import require_cluster_tools, skip_or_fail  # noqa: E402
+from tierparts import KWOK_PART, cluster_part, keep_this_part  # noqa: E402
 from cluster_helpers import KUEUE_PODS_READY_SECONDS, KUEUE_PODS_READY_SECONDS_KWOK  # noqa: E402
 from tools.k8s import node  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
@@ -166,33 +167,15 @@ def project_folder(tmp_path, monkeypatch):
     return folder
 
 
-PART_VARIABLE = "PADDLECLOUD_CLUSTER_PART"
-REAL_NODE_PART, KWOK_PART = "real-node", "kwok"
-
-
-def cluster_part() -> str | None:
-    """Which part of the tier this session runs (None: all of it)."""
-    part = os.environ.get(PART_VARIABLE) or None
-    if part not in (None, REAL_NODE_PART, KWOK_PART):
-        raise pytest.UsageError(f"{PART_VARIABLE}={part!r}: it is {REAL_NODE_PART!r}, {KWOK_PART!r} or unset (every test)")
-    return part
-
-
 def needs_real_node(item) -> bool:
     return "real_cluster" in item.fixturenames or item.get_closest_marker("own_real_node") is not None
 
 
 def pytest_collection_modifyitems(config, items):
-    """This session's part of the tier (PADDLECLOUD_CLUSTER_PART), and in it the tests that start
+    """This session's part of the tier (tests/tierparts.py), and in it the tests that start
     real-node clusters of their own (marked `own_real_node`) first, before the session's cluster
     takes the machine's one real node."""
-    part = cluster_part()
-    if part:
-        ours = [needs_real_node(item) == (part == REAL_NODE_PART) for item in items]
-        left_out = [item for item, mine in zip(items, ours) if not mine]
-        if left_out:
-            config.hook.pytest_deselected(items=left_out)
-            items[:] = [item for item, mine in zip(items, ours) if mine]
+    keep_this_part(config, items, needs_real_node)
     items.sort(key=lambda item: 0 if item.get_closest_marker("own_real_node") else 1)
 
 

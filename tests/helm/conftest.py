@@ -1,6 +1,10 @@
 """Fixtures for the helm tier: the chart's tools (helm, kubectl from `make k8s-bin`), a KWOK
 control plane for server-side dry-runs, and the real-node cluster for `helm install`.
 
+Like the cluster tier, it runs in two parts (tests/tierparts.py): PADDLECLOUD_CLUSTER_PART=real-node
+runs the tests that install on the real node (they use `real_cluster`), =kwok the rest (lint,
+rendering, dry-runs), which `make test` runs beside the real node's tests.
+
 Missing binaries are an error, unless PADDLECLOUD_SKIP_CLUSTER=1 (then the tests that need
 them skip). The real-node tests skip with one line where this machine cannot run a node.
 Under PADDLECLOUD_REQUIRE_REAL_NODE=1 (CI) those skips are failures (tests/availability.py).
@@ -16,6 +20,12 @@ import pytest
 
 from availability import require_cluster_tools, skip_or_fail
 from helmlib import missing_tools
+from tierparts import keep_this_part
+
+
+def pytest_collection_modifyitems(config, items):
+    """This session's part of the tier (tests/tierparts.py)."""
+    keep_this_part(config, items, lambda item: "real_cluster" in item.fixturenames)
 
 
 @pytest.fixture(scope="session")
