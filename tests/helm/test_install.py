@@ -338,13 +338,23 @@ HUB_MAY_NOT = [
 
 
 def can_i(d: Deployment, verb: str, resource: str, namespace: str | None) -> bool:
-    """`kubectl auth can-i` as the hub: "kind/name" is one object, "kind#sub" a subresource."""
-    where = ["--all-namespaces"] if namespace == "*" else (["-n", namespace] if namespace else [])
-    resource, _, subresource = resource.partition("#")
-    sub = [f"--subresource={subresource}"] if subresource else []
-    proc = d.k("auth", "can-i", verb, resource, *sub, *where, f"--as={HUB_SA}", check=False)
-    assert proc.stdout.strip() in ("yes", "no"), proc.stdout + proc.stderr
-    return proc.stdout.strip() == "yes"
+    """What `kubectl auth can-i VERB RESOURCE --as=<the hub>` asks, in one request: a
+    SelfSubjectAccessReview made as the hub's service account (impersonated). RESOURCE is
+    "kind.group", "kind.group/name" for one object or "kind#sub" for a subresource; namespace
+    "*" is every namespace, None a cluster-wide question."""
+    import kubernetes
+
+    kind, _, subresource = resource.partition("#")
+    kind, _, name = kind.partition("/")
+    kind, _, group = kind.partition(".")
+    attributes = {"verb": verb, "resource": kind, "group": group, "subresource": subresource, "name": name,
+                  "namespace": "" if namespace in (None, "*") else namespace}
+    with kubernetes.config.new_client_from_config(config_file=d.kubeconfig) as client:
+        client.set_default_header("Impersonate-User", HUB_SA)
+        review = kubernetes.client.AuthorizationV1Api(client).create_self_subject_access_review(
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+             "spec": {"resourceAttributes": attributes}})
+    return bool(review.status.allowed)
 
 
 def test_the_hub_service_account_may_do_what_the_code_does_and_nothing_it_must_not(deployment):
