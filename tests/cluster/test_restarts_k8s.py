@@ -3,7 +3,7 @@
 peer exit with the restart code) and the job Succeeds with one restart; a script that exits
 1 fails at once with none; a job that loses a worker in every attempt fails once its
 `max_restarts` are spent, with the count and the last reason in `paddlecloud status`. The pod
-is deleted when its log says the script paused at step 50 (a gate the script never leaves in
+is deleted when its log says the script paused at step PAUSE_AT (a gate the script never leaves in
 the attempts that pause), never after a timer.
 
 Needs the real node and worker images built from this tree (paddle_ext.worker is in the
@@ -24,7 +24,9 @@ from cluster_helpers import wait_for
 from test_k8s_backend import SMALL, WORKER, backend, job_pods, wait_phase
 
 INDEX = "batch.kubernetes.io/job-completion-index"
-TRAIN = ["python", "train.py", "--epochs", "4", "--steps", "20", "--checkpoint-every", "10"]
+PAUSE_AT = 10  # the first step of the second epoch: the first pod lost mid-run, not at its start
+TRAIN = ["python", "train.py", "--epochs", "2", "--steps", "10", "--checkpoint-every", "10",
+         "--pause-at", str(PAUSE_AT), "--pause-file", "/tmp/never"]
 
 
 def pod_of(core_v1, namespace, name, index):
@@ -48,9 +50,9 @@ def lines_with(lines: list[str], text: str) -> list[int]:
 
 def paused(core_v1, namespace, name, old=frozenset()):
     """Both workers' pods (none of the pods `old`, by uid), once both logs say the script paused
-    at step 50."""
+    at step PAUSE_AT."""
     pods = [pod_of(core_v1, namespace, name, i) for i in (0, 1)]
-    if all(pods) and not {p.metadata.uid for p in pods} & old and all(f"rank {i}: paused at step 50" in log_of(core_v1, namespace, pods[i]) for i in (0, 1)):
+    if all(pods) and not {p.metadata.uid for p in pods} & old and all(f"rank {i}: paused at step {PAUSE_AT}" in log_of(core_v1, namespace, pods[i]) for i in (0, 1)):
         return pods
     return None
 
@@ -60,9 +62,9 @@ async def test_a_worker_pod_deleted_mid_run_restarts_both_workers_and_the_job_su
     jobs = backend(real_cluster, namespace)
     try:
         await jobs.submit(JobSpec_(name="resumes", workers=2, max_restarts=2,
-                                   command=[*TRAIN, "--pause-at", "50", "--pause-file", "/tmp/never"]))
+                                   command=TRAIN))
         pods = wait_for(lambda: paused(core_v1, namespace, "resumes"), timeout=600, interval=1,
-                        what="both workers paused at step 50")
+                        what=f"both workers paused at step {PAUSE_AT}")
         core_v1.delete_namespaced_pod(pods[1].metadata.name, namespace)
         job = await wait_phase(jobs, "resumes", ("Succeeded", "Failed"), timeout=900)
         assert job.phase == "Succeeded", job.message
@@ -78,11 +80,11 @@ async def test_a_worker_pod_deleted_mid_run_restarts_both_workers_and_the_job_su
         # marked: worker 0's first pod (it stopped for its lost peer) is kept; worker 1's was deleted.
         marker = f"--- attempt 2 of 3: {job.last_restart_reason}; restarting ---"
         first = [line async for line in jobs.logs("resumes", worker=0)]
-        paused_at, marked, done = (lines_with(first, text) for text in ("rank 0: paused at step 50", marker, "rank 0: done"))
+        paused_at, marked, done = (lines_with(first, text) for text in (f"rank 0: paused at step {PAUSE_AT}", marker, "rank 0: done"))
         assert len(paused_at) == len(marked) == len(done) == 1 and paused_at[0] < marked[0] < done[0], first[-40:]
         second = [line async for line in jobs.logs("resumes", worker=1)]
         assert second[0] == marker and len(lines_with(second, marker)) == 1, second[:5]
-        assert lines_with(second, "rank 1: done") and not lines_with(second, "rank 1: paused at step 50"), second[-20:]
+        assert lines_with(second, "rank 1: done") and not lines_with(second, f"rank 1: paused at step {PAUSE_AT}"), second[-20:]
     finally:
         await jobs.close()
 
@@ -103,18 +105,17 @@ async def test_a_script_that_exits_1_fails_at_once_with_no_restart(real_cluster,
 async def test_a_job_that_loses_a_worker_in_every_attempt_fails_after_max_restarts_with_the_count(
         real_cluster, core_v1, namespace, project_folder):
     """max_restarts 1: worker 1's pod deleted at the gate of attempt 1 (both workers restart) and
-    again at the gate of attempt 2 (--pause-attempts 2: both attempts wait at step 50 until the
+    again at the gate of attempt 2 (--pause-attempts 2: both attempts wait at PAUSE_AT until the
     test has deleted the pod; /tmp/never is never made). The job fails with 1 restart of at most
     1, the cause named, and `paddlecloud status` says the same."""
     jobs = backend(real_cluster, namespace)
     try:
         await jobs.submit(JobSpec_(name="unlucky", workers=2, max_restarts=1,
-                                   command=[*TRAIN, "--pause-at", "50", "--pause-attempts", "2",
-                                            "--pause-file", "/tmp/never"]))
+                                   command=[*TRAIN, "--pause-attempts", "2"]))
         seen: frozenset[str] = frozenset()
         for attempt in (1, 2):
             pods = wait_for(lambda old=seen: paused(core_v1, namespace, "unlucky", old), timeout=600, interval=1,
-                            what=f"both workers of attempt {attempt} paused at step 50")
+                            what=f"both workers of attempt {attempt} paused at step {PAUSE_AT}")
             seen |= {p.metadata.uid for p in pods}
             if attempt == 2:  # the restarted workers run as attempt 2 ($PADDLECLOUD_RESTART=1)
                 assert all("attempt 2" in log_of(core_v1, namespace, p) for p in pods)
