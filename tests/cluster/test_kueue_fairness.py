@@ -130,5 +130,3 @@ def test_members_of_one_team_queue_get_gpu_time_by_their_weights(teams, custom, 
     finally:
         for ns in members.values():  # free the team's GPUs for the next test at once
             batch_v1.delete_collection_namespaced_job(ns, propagation_policy="Background")
-
-
