@@ -116,8 +116,7 @@ TIER_WORKERS_unit ?= 2
 TIER_WORKERS_local ?= 3
 TIER_WORKERS_browser ?= 2
 # The cluster tier's KWOK part runs in 2 workers, each with a KWOK-only cluster of its own (its
-# tests mostly wait on Kueue and the fake nodes; the Kueue fairness test, about 3.5 minutes, is a
-# file of its own so that the rest of the Kueue tests can go to the other worker).
+# tests mostly wait on Kueue and the fake nodes; the Kueue test file alone is about 7 minutes).
 # The real-node part stays one process: its tests share the machine's one real node.
 TIER_WORKERS_cluster_kwok ?= 2
 # $(call tier,NAME,EXTRA_PATH,ENV,WORKERS): WORKERS, when given, instead of TIER_WORKERS_<NAME>.
