@@ -28,11 +28,17 @@ def pid_alive(pid):
         return False
     except PermissionError:
         return True
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (state first; [] when it is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return fh.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return False
+        return []
 
 
 def pid_exe(pid):
@@ -59,11 +65,8 @@ def pid_started(pid):
     """When pid started, in clock ticks since boot (None when it is gone): with the pid, it names
     one process for good, where a pid alone may be reused once the kernel's pids wrap (a test run
     uses tens of thousands, and /proc/sys/kernel/pid_max may be 32768)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+    fields = _stat_fields(pid)
+    return int(fields[19]) if len(fields) > 19 else None
 
 
 def process_record(pid, exe):
