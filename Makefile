@@ -14,7 +14,11 @@ export PADDLECLOUD_HOME ?= $(HOME)/.paddlecloud
 PIP_LEAVE_OUT := images/pip-leave-out.txt
 UV_VERSION := 0.13.9
 UV := $(VENV)/bin/uv
-export UV_CACHE_DIR ?= $(or $(PADDLECLOUD_CACHE),$(HOME)/.cache/paddlecloud)/uv
+CACHE := $(or $(PADDLECLOUD_CACHE),$(HOME)/.cache/paddlecloud)
+export UV_CACHE_DIR ?= $(CACHE)/uv
+# mypy's incremental cache outlives the checkout too: it checks each cached module against its
+# file's hash, so a fresh clone rechecks only what changed (about 1 s, not 14 of the setup).
+export MYPY_CACHE_DIR ?= $(CACHE)/mypy
 VENV_STAMP := $(VENV)/.stamp-$(shell cat pyproject.toml $(PIP_LEAVE_OUT) | sha1sum | cut -c1-12)-uv$(UV_VERSION)
 CHP := node_modules/.bin/configurable-http-proxy
 # Every tier runs in a random order (pytest-randomly, jest --randomize): tests must pass in
