@@ -18,6 +18,8 @@ from ldaputil import missing_tools
 from oidcutil import missing
 from serverutil import wait_for
 
+from tools.k8s.procutil import pid_alive
+
 pytestmark = [pytest.mark.timeout(300)]
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -27,15 +29,6 @@ START = {
                      "server = OIDCProvider(Path(sys.argv[1]), ACCOUNTS, 'http://127.0.0.1:1/cb').start()\n",
 }
 UNAVAILABLE = {"slapd": ", ".join(missing_tools()), "oidc-provider": missing()}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("kind", START)
@@ -51,16 +44,16 @@ def test_stopped_or_killed_with_the_test_a_login_server_leaves_nothing(kind, tmp
     done = subprocess.run([sys.executable, "-c", program, str(folder), "stop"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert not alive(int(done.stdout.split()[0])) and not folder.exists()
+    assert not pid_alive(int(done.stdout.split()[0])) and not folder.exists()
 
     test = subprocess.Popen([sys.executable, "-c", program, str(tmp_path / "killed"), "wait"], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         pid = int(test.stdout.readline())
-        assert alive(pid)
+        assert pid_alive(pid)
         test.send_signal(signal.SIGKILL)
         test.wait(30)
-        wait_for(lambda: not alive(pid), 30, f"{kind} (pid {pid}) to end with the killed test process")
+        wait_for(lambda: not pid_alive(pid), 30, f"{kind} (pid {pid}) to end with the killed test process")
     finally:
         if test.poll() is None:
             test.kill()
