@@ -118,3 +118,15 @@ def test_an_images_key_follows_the_panels_sources_not_its_build_output(tmp_path)
     assert key() == before
     (tmp_path / "labextension" / "src" / "index.ts").write_text("export const changed = 1;\n")
     assert key() != before
+
+
+def test_the_worker_image_asks_for_the_setuptools_the_paddle_extra_does():
+    """`import paddle` imports setuptools; the dev venv (pyproject's `paddle` extra) and the
+    worker image (and the notebook image built from it) must agree on the version that keeps
+    pkg_resources out of it."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["paddle"]
+    wanted = [req for req in extra if req.startswith("setuptools")]
+    runs = [args for op, args in instructions(REPO / "images" / "worker" / "Dockerfile") if op == "RUN"]
+    assert len(wanted) == 1 and any(f'pip install "{wanted[0]}"' in run for run in runs), (wanted, runs)
