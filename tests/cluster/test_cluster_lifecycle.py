@@ -38,7 +38,7 @@ def test_up_beside_the_sessions_cluster_starts_and_down_leaves_nothing(cluster, 
         pids = read_json(os.path.join(state, "pids.json"))
         info = read_json(os.path.join(state, "cluster.json"))
         with_kueue = info.get("kueue", False)
-        assert with_kueue == cluster.kueue, info
+        assert with_kueue == bool(cluster.kueue), info
         assert len(pids) == 6 + with_kueue, sorted(pids)
         assert len(processes_mentioning(state)) >= 6
         assert info["server"] != cluster.server and not set(info["ports"].values()) & set(cluster.ports.values())
