@@ -222,33 +222,30 @@ def worker_pids(job_dir: str) -> dict[int, int]:
     return pids
 
 
-def _process_state(pid: int) -> str | None:
-    """The state letter from /proc (R, S, Z, ...), or None when there is no such process."""
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name: state (R, S, Z, ...), parent pid,
+    process group, ...; [] when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _running(fields: list[str]) -> bool:
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def process_alive(pid: int) -> bool:
     """Running (not a zombie waiting to be reaped)."""
-    state = _process_state(pid)
-    return state is not None and state not in ("Z", "X")
+    return _running(_stat_fields(pid))
 
 
 def _live_processes() -> list[tuple[int, int, int]]:
     """(pid, parent pid, process group) of every process that is not a zombie."""
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if fields[0] not in ("Z", "X"):
+        if entry.isdigit() and _running(fields := _stat_fields(int(entry))):
             found.append((int(entry), int(fields[1]), int(fields[2])))
     return found
 
