@@ -23,6 +23,6 @@ def test_every_command_is_tidy_on_kubernetes(real_cluster, namespace, tmp_path, 
                     "--", "python", "train.py", "--epochs", "1")
     assert submitted.returncode == 0 and not UNTIDY.search(submitted.stderr), submitted.stderr
     assert submitted.stderr == "Job tidy Succeeded: All 2 workers finished successfully.\n"
-    assert "[worker-1] rank 1: done" in submitted.stdout
+    assert "[worker-0] rank 0: done" in submitted.stdout and "[worker-1] rank 1: done" in submitted.stdout
     tried = check_every_command(run, "tidy", tmp_path / "code")
     print(f"\nKubernetes CLI: {tried + 1} commands, all tidy")

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 
 import kubernetes
 import pytest
@@ -129,20 +128,6 @@ def test_rest_runs_a_real_two_worker_job_and_its_logs_are_what_the_containers_wr
         assert taken.status_code == 409 and taken.json()["error"] == "name_taken"
     finally:
         server.stop()
-
-
-def test_cli_submit_follow_runs_a_real_job_on_kubernetes(real_cluster, namespace):
-    env = {**os.environ, "KUBECONFIG": real_cluster.kubeconfig, "PADDLECLOUD_BACKEND": "kubernetes",
-           "PADDLECLOUD_IMAGES": json.dumps([{"name": WORKER}])}
-    result = subprocess.run(
-        [sys.executable, "-m", "paddle_ext.cli", "--backend", "kubernetes", "submit", "--namespace", namespace,
-         "--workers", "2", "--cpu", SMALL["cpu"], "--memory", SMALL["memory"], "--follow", "--",
-         "python", "train.py", "--epochs", "1"],
-        env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "[worker-0] rank 0: done" in result.stdout and "[worker-1] rank 1: done" in result.stdout
-    assert "Succeeded" in result.stderr
-    assert "Unclosed" not in result.stderr and "Traceback" not in result.stderr
 
 
 async def test_job_asking_more_gpus_than_any_node_is_unschedulable_with_numbers(cluster, namespace):

@@ -500,23 +500,3 @@ def test_hub_and_proxy_images_run(real_cluster, core_v1, make_namespace):
     for name, want in (("hub", "6."), ("proxy", "5.3.0")):
         pod = wait_pod_done(core_v1, ns, name)
         assert pod.status.phase == "Succeeded" and logs(core_v1, ns, name).startswith(want)
-
-
-ALLREDUCE = (
-    "if [ \"$JOB_COMPLETION_INDEX\" = 0 ]; then master=127.0.0.1:36789; else master=$JOB-0.$JOB:36789; fi; "
-    "exec python -m paddle.distributed.launch --master $master --nnodes 2 --rank $JOB_COMPLETION_INDEX "
-    "--nproc_per_node 1 --log_dir /tmp/paddle-log /opt/paddlecloud/train.py --epochs 1 --steps 2"
-)
-
-
-def test_two_worker_pods_all_reduce_with_paddle(real_cluster, core_v1, batch_v1, make_namespace):
-    ns = make_namespace(labels=RESTRICTED)
-    core_v1.create_namespaced_service(ns, headless_service("allreduce"))
-    job = indexed_job("allreduce", ["sh", "-c", ALLREDUCE], env={"JOB": "allreduce"})
-    batch_v1.create_namespaced_job(ns, job)
-    result = wait_job(batch_v1, ns, "allreduce", timeout=300)
-    pods = job_pods(core_v1, ns, "allreduce")
-    outputs = [logs(core_v1, ns, p.metadata.name) for p in pods]
-    assert result == "Complete", outputs
-    for rank, out in enumerate(outputs):
-        assert f"rank {rank}: all_reduce check ok: sum=3 over 2 workers" in out, out
