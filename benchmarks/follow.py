@@ -34,7 +34,7 @@ from common import HERE, Row, Section, fmt_ms, fmt_ratio, log, ratio
 
 from paddle_ext.constants import CONTAINER_NAME, JOB_LABEL
 from paddle_ext.spec import JobSpec
-from tools.k8s.cluster import Cluster, IMAGE_REFS, cri_log_lines, free_port
+from tools.k8s.cluster import Cluster, ClusterError, IMAGE_REFS, cri_log_lines, free_port
 
 FOLLOW_NS, FOLLOW_JOB = "bench-follow", "bench-follow"
 IO = os.path.join(HERE, "follow_io.py")
@@ -313,11 +313,19 @@ def node_unavailable(bin_dir: str) -> str | None:
 
 
 def follow_node_section(bin_dir: str, kubectl: str, ours: list[str], workers: int, rate: int,
-                        seconds: int) -> Section:
-    """On the real node: the job's containers print the lines; the kubelet serves the logs."""
+                        seconds: int, cluster_state: str | None = None) -> Section:
+    """On the real node: the job's containers print the lines; the kubelet serves the logs.
+
+    On a cluster of its own, or on the running one whose state dir is `cluster_state` (as
+    `cluster.py up` or the cluster tier's session made it: its real node is then already
+    taken by that cluster); there the section makes and deletes only its namespace."""
     t_start = time.monotonic()
     title = f"Follow: {workers} workers × {rate} lines/s (real node)"
-    why_not = node_unavailable(bin_dir)
+    shared = Cluster.from_state_dir(cluster_state) if cluster_state else None
+    if shared is None:
+        why_not = node_unavailable(bin_dir)
+    else:
+        why_not = None if shared.real_node else f"the cluster of {cluster_state} has no real node"
     if why_not:
         row = Row(f"follow on the real node ({workers} workers × {rate} lines/s for {seconds} s)", "—", "—", "—",
                   "p99 ≤ kubectl's + 10 ms", None, f"not run: {why_not}")
@@ -331,12 +339,16 @@ def follow_node_section(bin_dir: str, kubectl: str, ours: list[str], workers: in
     os.makedirs(code)
     for script in (IO, WORKER):
         shutil.copy(script, code)
-    cluster = Cluster(state, bin_dir, nodes=1, real_node=True)
+    cluster = shared or Cluster(state, bin_dir, nodes=1, real_node=True)
     server = None
     try:
         t0 = time.monotonic()
-        cluster.start()
-        log(f"follow-node: cluster with the real node {cluster.real_node_name} ready in {time.monotonic() - t0:.0f}s")
+        if shared is None:
+            cluster.start()
+            log(f"follow-node: cluster with the real node {cluster.real_node_name} ready in "
+                f"{time.monotonic() - t0:.0f}s")
+        else:
+            log(f"follow-node: on the running cluster of {cluster_state} (real node {cluster.real_node_name})")
         env = {**os.environ, "KUBECONFIG": cluster.kubeconfig}
         for name in ("PADDLECLOUD_BACKEND", "PADDLECLOUD_NAMESPACE"):
             env.pop(name, None)
@@ -377,9 +389,31 @@ def follow_node_section(bin_dir: str, kubectl: str, ours: list[str], workers: in
     finally:
         if server is not None:
             server.stop()
-        cluster.stop()
+        if shared is None:
+            cluster.stop()
+        else:
+            _delete_namespace(cluster, FOLLOW_NS)
         shutil.rmtree(state, ignore_errors=True)
     return _report(measured, workers, rate, seconds, real_node=True, seconds_taken=time.monotonic() - t_start)
+
+
+def _delete_namespace(cluster, namespace: str, timeout: float = 120) -> None:
+    """Delete `namespace` from a cluster the section does not own; return once it is gone."""
+    def gone(method: str) -> bool:
+        try:
+            cluster.request(method, f"/api/v1/namespaces/{namespace}")
+        except ClusterError as exc:
+            if f"{method} /api/v1/namespaces/{namespace}: 404 " in str(exc):
+                return True
+            raise
+        return False
+
+    deadline = time.monotonic() + timeout
+    gone("DELETE")
+    while not gone("GET"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"namespace {namespace} was not deleted within {timeout:.0f}s")
+        time.sleep(0.5)
 
 
 def worker_totals(cluster, workers: int) -> dict:

@@ -59,6 +59,9 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="the smallest sizes, checks only (the tests' run); writes no results.md unless --out")
     parser.add_argument("--out", default=None, help="where to write the results (default benchmarks/results.md)")
+    parser.add_argument("--cluster-state", default=None, metavar="DIR",
+                        help="run follow-node on this running cluster with the real node (its state dir, as "
+                             "`tools/k8s/cluster.py up` makes it) instead of starting one of its own")
     args = parser.parse_args(argv)
     if args.quick and args.smoke:
         parser.error("--quick and --smoke are two different sizes; give one")
@@ -148,7 +151,8 @@ def main(argv=None) -> int:
             from follow import follow_node_section
 
             run_section("follow-node", lambda: follow_node_section(bin_dir, kubectl, [ours], size["follow_workers"],
-                                                                   size["follow_rate"], size["follow_seconds"]))
+                                                                   size["follow_rate"], size["follow_seconds"],
+                                                                   cluster_state=args.cluster_state))
         if "local" in wanted:
             from local_job import local_section
 

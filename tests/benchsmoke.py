@@ -13,14 +13,16 @@ REPO = Path(__file__).resolve().parents[1]
 RUNNER = REPO / "benchmarks" / "run.py"
 
 
-def run_smoke(sections: list[str], out: Path, extra_path: str | None = None, timeout: float = 540) -> str:
-    """Run `sections` at smoke size; the report written to `out`. Fails (AssertionError with
-    the runner's output) unless the runner exits 0, which it does only when every section
-    ran and every correctness check passed."""
+def run_smoke(sections: list[str], out: Path, extra_path: str | None = None, timeout: float = 540,
+              args: tuple[str, ...] = ()) -> str:
+    """Run `sections` at smoke size (more of the runner's options in `args`); the report written
+    to `out`. Fails (AssertionError with the runner's output) unless the runner exits 0, which it
+    does only when every section ran and every correctness check passed."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     # The venv's console scripts (`paddlecloud`) and the control-plane binaries, as `make bench` has them.
     env["PATH"] = os.pathsep.join(p for p in (extra_path, os.path.dirname(sys.executable), env.get("PATH", "")) if p)
-    proc = subprocess.run([sys.executable, str(RUNNER), "--smoke", "--only", ",".join(sections), "--out", str(out)],
+    proc = subprocess.run([sys.executable, str(RUNNER), "--smoke", "--only", ",".join(sections), "--out", str(out),
+                           *args],
                           env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     said = f"benchmarks/run.py --smoke --only {','.join(sections)} exited {proc.returncode}:\n" \
            f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"

@@ -4,8 +4,8 @@ checked; this is what keeps `make bench` from breaking unnoticed between its run
 
 The KWOK sections start a cluster of their own with KWOK nodes only (no real node: the
 benchmark's KwokBench), as `make bench` does; the `queue` section another, with Kueue, and
-`hub-scale` another, with a real hub, and `follow-node` one with the real node, before the
-session's cluster takes it (marked `own_real_node`).
+`hub-scale` another, with a real hub. `follow-node` runs on the session's cluster with the real
+node (`--cluster-state`: a namespace of its own, deleted after), where `make bench` starts one.
 
 `follow-node` had no smoke test for a while (the first one written failed in CI and was taken
 out), and in that time the product's workers stopped passing on what Paddle's launcher writes
@@ -18,7 +18,6 @@ from availability import skip_or_fail
 from benchsmoke import run_smoke
 import pytest
 
-from tools.k8s import node
 from tools.k8s.kueue import unavailable_reason as kueue_missing
 
 KWOK_SECTIONS = ["cli", "logs", "follow", "submit", "list", "spawn"]
@@ -57,15 +56,19 @@ def test_the_hub_scale_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path)
     assert "**NO**" not in report
 
 
-@pytest.mark.own_real_node
 @pytest.mark.timeout(600)
-def test_the_real_node_follow_benchmark_runs_and_its_checks_pass(k8s_bin_dir, tmp_path):
-    """`follow-node` at smoke size, on a real-node cluster of its own: a 2-worker job of ours
-    whose trainers print lines, followed by our CLI, kubectl and the notebook server's SSE
-    endpoint; every line of both workers once and in order in each."""
-    reason = node.unavailable_reason(k8s_bin_dir)
-    if reason:
-        skip_or_fail(f"real node: {reason}")
-    report = run_smoke(["follow-node"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=540)
+def test_the_real_node_follow_benchmark_runs_and_its_checks_pass(real_cluster, k8s_bin_dir, tmp_path):
+    """`follow-node` at smoke size, on the session's cluster (`--cluster-state`; `make bench`
+    starts a real-node cluster of its own): a 2-worker job of ours whose trainers print lines,
+    followed by our CLI, kubectl and the notebook server's SSE endpoint; every line of both
+    workers once and in order in each; the section's namespace gone after it."""
+    before = namespaces(real_cluster)
+    report = run_smoke(["follow-node"], tmp_path / "results.md", extra_path=k8s_bin_dir, timeout=540,
+                       args=("--cluster-state", real_cluster.state_dir))
     assert "## Follow: 2 workers × 20 lines/s (real node)" in report
     assert "not run" not in report
+    assert namespaces(real_cluster) <= before  # nothing of the section is left in the session's cluster
+
+
+def namespaces(cluster) -> set[str]:
+    return {ns["metadata"]["name"] for ns in cluster.request("GET", "/api/v1/namespaces")["items"]}
