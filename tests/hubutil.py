@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import psutil
 import requests
@@ -53,10 +52,6 @@ class LocalHub:
 
     config = CONFIG
     extra_args: tuple[str, ...] = ()  # more command-line configuration of the hub
-    # Run in the hub's process before it starts (subprocess' preexec_fn). The local hub keeps
-    # what it inherits: a single-user server the hub's shutdown interrupts while it is still
-    # importing would log a KeyboardInterrupt traceback where SIGINT is not ignored.
-    preexec_fn: Callable[[], None] | None = None
 
     def __init__(self, home: Path, password: str = "demo-password-for-tests"):
         self.home = Path(home).absolute()
@@ -91,7 +86,6 @@ class LocalHub:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(self.config), "--debug", *self.extra_args],
             cwd=self.home, env=self.environment(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=self.preexec_fn,
         )
         log.close()
 

@@ -98,15 +98,6 @@ def isolated_pytest(tmp_path: Path, suite: str, *args: str) -> tuple[list[str], 
     return cmd, {**os.environ, "PYTHONPATH": str(REPO / "tests")}
 
 
-def sigint_default() -> None:
-    """preexec_fn that lets SIGINT stop the child and what it starts, however this run was
-    started. A shell starts a background command (`make test &`, a runner's job) with SIGINT
-    ignored; children inherit that, and Python then installs no KeyboardInterrupt handler. The
-    Kubernetes hub stops its idle culler with SIGINT: inheriting the ignore, the culler made every
-    stop of that hub wait out JupyterHub's 30 s interrupt_timeout before a SIGTERM ended it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def die_with_parent() -> None:
     """preexec_fn for a server a test starts (slapd, the OIDC provider): the kernel kills it
     when the test process dies, even by SIGKILL, so nothing is left behind."""

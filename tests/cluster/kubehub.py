@@ -21,7 +21,7 @@ import requests
 
 from cluster_helpers import GPU_TOLERATION, kubectl_exec, wait_for
 from hubutil import LocalHub, check_spawn_accepted, free_port
-from serverutil import sigint_default, sse_events
+from serverutil import sse_events
 from paddle_ext.hub.settings import DEFAULT_PROFILES
 from tools.k8s.cluster import IMAGE_REFS
 from tools.k8s.node_config import NODE_IP
@@ -44,7 +44,6 @@ class KubeHub(LocalHub):
 
     config = REPO / "hub_config" / "jupyterhub_config.py"
     extra_args = (f"--KubeSpawner.http_timeout={GPU_SPAWN_GIVES_UP}",)
-    preexec_fn = staticmethod(sigint_default)  # its idle culler then stops at once (serverutil)
 
     namespace = f"{PREFIX}-hub"
 
