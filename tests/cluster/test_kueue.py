@@ -119,11 +119,15 @@ def job_owners(workload, kind="Job") -> list[str]:
     return [o["name"] for o in workload["metadata"].get("ownerReferences", ()) if o["kind"] == kind]
 
 
+def namespace_workloads(custom, ns) -> list[dict]:
+    """Every Workload of namespace `ns`, in one list request."""
+    return custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
+
+
 def workloads_of(custom, ns, job_name, kind="Job"):
     """Every Workload of namespace `ns` that the `kind` (Job, PaddleJob) `job_name` owns (Kueue
     makes one)."""
-    return [wl for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
-            if job_name in job_owners(wl, kind)]
+    return [wl for wl in namespace_workloads(custom, ns) if job_name in job_owners(wl, kind)]
 
 
 def workload_of(custom, ns, job_name, kind="Job"):
@@ -492,8 +496,8 @@ def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, 
     for name, value in zip(names, priorities):
         batch_v1.create_namespaced_job(ns, queued_job(name, workers=1, gpus=8,
                                                       priority_class=teams.priority_class(value)))
-    wait_for(lambda: set(names) <= {owner for wl in custom.list_namespaced_custom_object(
-        GROUP, VERSION, ns, "workloads")["items"] for owner in job_owners(wl)}, what="the 10 Workloads")
+    wait_for(lambda: set(names) <= {owner for wl in namespace_workloads(custom, ns) for owner in job_owners(wl)},
+             what="the 10 Workloads")
 
     async def positions():
         jobs = kueue_backend(kueue_cluster, ns)
@@ -506,7 +510,7 @@ def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, 
     assert sorted(said.values()) == list(range(1, 11)), (said, [
         (w["metadata"]["name"], w["spec"].get("priority"), [(c["type"], c["status"]) for c in
                                                            (w.get("status") or {}).get("conditions") or ()])
-        for w in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]])
+        for w in namespace_workloads(custom, ns)])
     expected = sorted(names, key=lambda n: said[n])
     assert expected == [n for _, n in sorted(zip(priorities, names), reverse=True)]  # priority first
 
@@ -516,8 +520,7 @@ def test_ten_queued_jobs_start_in_the_order_their_positions_said(teams, custom, 
         # One list of the namespace's Workloads a look. Each job takes all 8 GPUs for 2 s, so
         # admissions are seconds apart: those new in one look are put in the order Kueue
         # admitted them (the condition's time, in whole seconds).
-        admitted = {owner: at for wl in custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
-                    for owner in job_owners(wl)
+        admitted = {owner: at for wl in namespace_workloads(custom, ns) for owner in job_owners(wl)
                     if owner in names and owner not in started and (at := condition_time(wl, "Admitted"))}
         started.extend(sorted(admitted, key=admitted.__getitem__))
         return len(started) == len(names)

@@ -18,7 +18,7 @@ from measures import MEASURE
 from paddle_ext.quota import queues
 
 import test_kueue
-from test_kueue import GPU, GROUP, VERSION, condition_time, queued_job
+from test_kueue import GPU, GROUP, VERSION, condition_time, namespace_workloads, queued_job
 
 # test_kueue's fixtures, used here as they are: the admin's CustomObjectsApi, the hub's team queues.
 custom = test_kueue.custom
@@ -93,7 +93,7 @@ def test_members_of_one_team_queue_get_gpu_time_by_their_weights(teams, custom, 
                                                                    complete_after=FAIR_JOBS[i % len(FAIR_JOBS)]))
 
         def workloads() -> dict[str, list[dict]]:
-            return {user: custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]
+            return {user: namespace_workloads(custom, ns)
                     for user, ns in members.items()}
 
         # Kueue makes each job's Workload in its own time. Released before all of them exist, the

@@ -32,8 +32,8 @@ from tools.k8s import kueue
 
 import test_kueue
 from cluster_helpers import wait_for
-from test_kueue import (GPU, GROUP, VERSION, condition, hold, kueue_backend, release, wait_admitted, waiting_message,
-                        workload_of, workloads_of)
+from test_kueue import (GPU, GROUP, VERSION, condition, hold, kueue_backend, namespace_workloads, release,
+                        wait_admitted, waiting_message, workload_of, workloads_of)
 
 # test_kueue's fixtures, used here as they are: the admin's CustomObjectsApi, the hub's team queues.
 custom = test_kueue.custom
@@ -110,7 +110,7 @@ def test_kueues_webhook_suspends_a_labelled_paddlejob_created_running_only_in_us
     other = make_namespace("plain")
     made = custom.create_namespaced_custom_object(KF_GROUP, KF_VERSION, other, KIND.plural, running(other))
     assert made["spec"]["runPolicy"]["suspend"] is False
-    assert custom.list_namespaced_custom_object(GROUP, VERSION, other, "workloads")["items"] == []
+    assert namespace_workloads(custom, other) == []
 
 
 def test_a_paddlejob_that_fits_is_one_workload_of_its_workers_admitted_whole_and_unsuspended(
@@ -159,7 +159,7 @@ def test_a_paddlejob_that_fits_is_one_workload_of_its_workers_admitted_whole_and
     assert job.phase == Phase.PENDING and job.queue is None, job.to_dict()
     assert (job.requeues, job.restarts, job.attempt) == (0, 0, 1), job.to_dict()
     assert len(workloads_of(custom, ns, "fits", kind="PaddleJob")) == 1
-    assert len(custom.list_namespaced_custom_object(GROUP, VERSION, ns, "workloads")["items"]) == 1
+    assert len(namespace_workloads(custom, ns)) == 1
     assert core_v1.list_namespaced_pod(ns).items == []  # no training operator: nothing makes its pods
 
 
