@@ -30,7 +30,7 @@ import urllib.request
 
 import psutil
 
-from common import HERE, Row, Section, fmt_ms, fmt_ratio, log, ratio
+from common import HERE, Row, Section, fmt_ms, fmt_ratio, log, ratio, wait_until
 
 from paddle_ext.constants import CONTAINER_NAME, JOB_LABEL
 from paddle_ext.spec import JobSpec
@@ -399,21 +399,19 @@ def follow_node_section(bin_dir: str, kubectl: str, ours: list[str], workers: in
 
 def _delete_namespace(cluster, namespace: str, timeout: float = 120) -> None:
     """Delete `namespace` from a cluster the section does not own; return once it is gone."""
+    path = f"/api/v1/namespaces/{namespace}"
+
     def gone(method: str) -> bool:
         try:
-            cluster.request(method, f"/api/v1/namespaces/{namespace}")
+            cluster.request(method, path)
         except ClusterError as exc:
-            if f"{method} /api/v1/namespaces/{namespace}: 404 " in str(exc):
+            if f"{method} {path}: 404 " in str(exc):
                 return True
             raise
         return False
 
-    deadline = time.monotonic() + timeout
     gone("DELETE")
-    while not gone("GET"):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"namespace {namespace} was not deleted within {timeout:.0f}s")
-        time.sleep(0.5)
+    wait_until(lambda: gone("GET"), timeout, f"namespace {namespace} deleted")
 
 
 def worker_totals(cluster, workers: int) -> dict:
