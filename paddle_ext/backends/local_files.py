@@ -250,8 +250,22 @@ def _live_processes() -> list[tuple[int, int, int]]:
     return found
 
 
+def _group_exists(pgid: int) -> bool:
+    """Whether the kernel knows a process of group `pgid`, zombies included (signal 0 is
+    only checked, never sent)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's processes are in it
+        return True
+    return True
+
+
 def group_members(pgid: int) -> list[int]:
     """Live processes whose process group is `pgid`."""
+    if not _group_exists(pgid):  # a job's ended worker: no walk over every process's /proc entry
+        return []
     return [pid for pid, _parent, group in _live_processes() if group == pgid]
 
 
@@ -268,4 +282,14 @@ def descendants(pid: int) -> list[int]:
 
 
 def group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` is running. A worker's group is led by its supervisor
+    (pid = pgid): while that runs, it answers without reading every process's /proc entry
+    (which the job list, status and log follows ask for every worker, again and again: on a
+    busy machine that walk was most of their CPU). Only a group whose leader has ended is
+    looked for process by process."""
+    if not _group_exists(pgid):
+        return False
+    leader = _stat_fields(pgid)
+    if _running(leader) and int(leader[2]) == pgid:
+        return True
     return bool(group_members(pgid))
