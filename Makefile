@@ -7,6 +7,12 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PORT ?= 8000
 export PADDLECLOUD_HOME ?= $(HOME)/.paddlecloud
+# Python writes its bytecode caches here, as on a user's machine, even where the environment
+# says not to (PYTHONDONTWRITEBYTECODE=1, as on the machine this suite is measured on): without
+# them every pytest process rewrote the asserts of every test module and conftest again (pytest
+# caches that in __pycache__), about 75 CPU-seconds of a make test, and every process compiled
+# this tree's modules it imported. __pycache__ is ignored by git and the images' .dockerignore.
+unexport PYTHONDONTWRITEBYTECODE
 # Python dependencies are reinstalled only when pyproject.toml (or what we leave out) changes.
 # uv installs them: the versions pip would pick, from a cache that outlives the checkout, and
 # compiled to bytecode as pip does (left to the first imports, that cost the tiers ~100 s more

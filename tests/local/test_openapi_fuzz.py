@@ -26,6 +26,10 @@ from paddle_ext.hub.quota_handlers import openapi_document as quota_document
 from paddle_ext.server.handlers import openapi_document as jobs_document
 from serverutil import JupyterServer, job_pids, wait_for
 
+# Schemathesis's pytest plugin (its `parametrize`): left out of every other pytest run
+# (pyproject.toml's addopts), loaded here.
+pytest_plugins = ["schemathesis.pytest.plugin"]
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 EXAMPLES = 20  # per operation and phase; the run stays within a couple of minutes on 2 cores
