@@ -55,6 +55,8 @@ def browser():
 def page(browser, request, artifacts):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
+    # What the browser could not load, kept with a failing test's output (pytest shows it).
+    page.on("requestfailed", lambda failed: print(f"browser: {failed.method} {failed.url} failed: {failed.failure}"))
     try:
         yield page
     finally:

@@ -48,7 +48,33 @@ def log_in_to_lab(page, hub, name: str) -> None:
     """Log in and wait until the user's JupyterLab is up (the hub spawns it: default_url /lab)."""
     submit_login_form(page, hub, name)
     page.wait_for_url(re.compile(rf"/user/{name}/lab"), timeout=300 * SECOND)
-    expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=120 * SECOND)
+    wait_for_lab(page)
+
+
+THEME_LOAD_FAILED = "Error Loading Theme"  # the title of JupyterLab's own dialog
+
+
+def wait_for_lab(page, timeout: int = 120 * SECOND, attempts: int = 2) -> None:
+    """Wait until the JupyterLab page is up with its theme applied (JupyterLab marks <body> with
+    data-jp-theme-name once the theme's stylesheet has loaded).
+
+    JupyterLab loads that stylesheet through a <link> it adds after start; when the browser
+    reports the link failed, it shows a modal "Error Loading Theme" dialog over an unstyled page,
+    which then takes every click. Seen once in CI under the full suite's load, with no error in the
+    Jupyter server's log: the browser's side of JupyterLab's own start, not PaddleCloud's. The
+    page is loaded again then (the failed requests are printed, kept with a failing test's
+    output), and a second failure fails the test."""
+    themed = page.locator("body[data-jp-theme-name]")
+    failed = page.locator(".jp-Dialog", has_text=THEME_LOAD_FAILED)
+    for attempt in range(1, attempts + 1):
+        expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=timeout)
+        expect(themed.or_(failed).first).to_be_attached(timeout=timeout)
+        if not failed.count():
+            return
+        print(f"JupyterLab could not load its theme (attempt {attempt} of {attempts}): {failed.first.inner_text()}")
+        if attempt < attempts:
+            page.reload()
+    raise AssertionError(f"JupyterLab could not load its theme stylesheet in {attempts} page loads")
 
 
 def dismiss_news_toast(page) -> None:

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from hubutil import REPO
-from labpage import SECOND, dismiss_news_toast
+from labpage import SECOND, dismiss_news_toast, wait_for_lab
 from serverutil import Gate, JupyterServer, assert_no_processes_under, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -31,7 +31,7 @@ def test_log_view_resumes_after_the_server_restarts(page, tmp_path, artifacts):
         server.submit(name="resume", command=["python", "ticker.py", "--until", str(gate), "--interval", "0.2"],
                       workers=2)
         page.goto(f"{server.url}/lab?token={server.token}")
-        expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=120 * SECOND)
+        wait_for_lab(page)
         dismiss_news_toast(page)
         if not page.locator(".pc-JobsPanel").is_visible():
             page.locator('.lm-TabBar-tab[data-id="paddlecloud-jobs"]').click()

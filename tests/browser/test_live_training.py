@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from labpage import SECOND, dismiss_news_toast, docs_screenshot, log_in_to_lab, run_cell, wait_for_idle_kernel
+from labpage import SECOND, dismiss_news_toast, docs_screenshot, log_in_to_lab, run_cell, wait_for_idle_kernel, wait_for_lab
 from serverutil import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -78,6 +78,7 @@ def open_notebook(page, hub, filename: str, sources: list[str]):
     log_in_to_lab(page, hub, USER)
     dismiss_news_toast(page)
     page.goto(f"{hub.url}/user/{USER}/lab/tree/{filename}")
+    wait_for_lab(page)
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
     expect(cells.nth(len(sources) - 1)).to_contain_text(sources[-1].splitlines()[0], timeout=120 * SECOND)
     wait_for_idle_kernel(page)

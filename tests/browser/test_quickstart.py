@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from labpage import SECOND, dismiss_news_toast, log_in_to_lab, run_cell, wait_for_idle_kernel
+from labpage import SECOND, dismiss_news_toast, log_in_to_lab, run_cell, wait_for_idle_kernel, wait_for_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -22,6 +22,7 @@ def test_quickstart_launches_a_job_and_streams_both_workers(hub, page, artifacts
         dismiss_news_toast(page)
 
         page.goto(f"{hub.url}/user/{USER}/lab/tree/quickstart.ipynb")
+        wait_for_lab(page)
         notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
         first_code = notebook.locator(".jp-CodeCell").first
         expect(first_code).to_contain_text("JobLauncher(workers=2)", timeout=120 * SECOND)

@@ -11,7 +11,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from labpage import SECOND
+from labpage import SECOND, wait_for_lab
 from oidcutil import ACCOUNTS, running_oidc_hub
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -39,7 +39,7 @@ def sign_in(page, hub, name: str, next_url: str = "") -> None:
 def test_a_user_signs_in_at_the_provider_and_gets_a_notebook(hub, page, artifacts):
     sign_in(page, hub, "bob")
     page.wait_for_url(re.compile(r"/user/bob/lab"), timeout=300 * SECOND)
-    expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=180 * SECOND)
+    wait_for_lab(page, timeout=180 * SECOND)
     page.screenshot(path=str(artifacts / "sso-lab.png"))
 
 
