@@ -16,7 +16,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # Python dependencies are reinstalled only when pyproject.toml (or what we leave out) changes.
 # uv installs them: the versions pip would pick, from a cache that outlives the checkout, in
 # about 5 s. Their bytecode is left to the first import of each module, which writes it (see
-# PYTHONDONTWRITEBYTECODE above): a make test imports about a third of the venv's 13,000 modules,
+# PYTHONDONTWRITEBYTECODE above): a make test imports about half of the venv's 13,000 modules,
 # and compiling them all here (--compile-bytecode) took 25 s before any test could start.
 PIP_LEAVE_OUT := images/pip-leave-out.txt
 UV_VERSION := 0.13.9
