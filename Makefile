@@ -121,20 +121,24 @@ lint: $(VENV_STAMP)
 # The tiers without a cluster run their test files in parallel worker processes (pytest-xdist,
 # TIER_WORKERS_<tier>; one file stays in one worker): their tests mostly wait (jobs' rendezvous
 # and restarts, servers starting, a browser), leaving 2 CPUs two-thirds idle when run one at a
-# time. `make test-local TIER_WORKERS_local=0` runs a tier in one process.
+# time. `make test-local TIER_WORKERS_local=0` runs a tier in one process. The files go out longest
+# first, by the tier's last run on this machine (tests/file_schedule.py), not by how many tests
+# they hold (xdist's --loadscope-reorder, off: a file of two 3-minute tests went out last).
 TIER_PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin
 TIER_WORKERS_unit ?= 2
 TIER_WORKERS_local ?= 3
 TIER_WORKERS_browser ?= 2
-# The cluster tier's KWOK part runs in 2 workers, each with a KWOK-only cluster of its own (its
-# tests mostly wait on Kueue and the fake nodes; the Kueue test file alone is about 7 minutes).
+# The cluster tier's KWOK part runs in 3 workers, each with a KWOK-only cluster of its own (its
+# tests mostly wait on Kueue and the fake nodes; an idle KWOK cluster with Kueue costs about 4% of
+# a core). Its three longest files, test_kueue.py, test_kueue_fairness.py and test_bench_smoke.py,
+# take about 200, 200 and 110 s, the other eleven about 160 s together.
 # The real-node part stays one process: its tests share the machine's one real node.
-TIER_WORKERS_cluster_kwok ?= 2
+TIER_WORKERS_cluster_kwok ?= 3
 # $(call tier,NAME,EXTRA_PATH,ENV,WORKERS): WORKERS, when given, instead of TIER_WORKERS_<NAME>.
 define tier
 @ls tests/$(1)/test_*.py >/dev/null 2>&1 || { echo "$(1) tier: no test_*.py in tests/$(1); a tier without tests fails" >&2; exit 1; }
 @echo "$(1) tier$(if $(3), ($(3))): random order, seed $(TEST_SEED) (replay: make test-$(1) TEST_SEED=$(TEST_SEED))"
-$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rfEs --durations=25$(if $(filter-out 0,$(or $(4),$(TIER_WORKERS_$(1)))), -n $(or $(4),$(TIER_WORKERS_$(1))) --dist loadfile)
+$(3) PATH=$(TIER_PATH)$(if $(2),:$(2)):$$PATH $(PYTEST) tests/$(1) -q -rfEs --durations=25$(if $(filter-out 0,$(or $(4),$(TIER_WORKERS_$(1)))), -n $(or $(4),$(TIER_WORKERS_$(1))) --dist loadfile --no-loadscope-reorder)
 endef
 
 # The cluster and helm tiers need the control-plane binaries (and, as root, the images).

@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 
+from file_schedule import pytest_sessionstart  # noqa: F401 (a hook: under xdist, files go out longest first)
 from hubutil import LocalHub
 from measures import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401 (hooks: measures on record)
 from stop_on_sigterm import pytest_configure  # noqa: F401 (a hook: a SIGTERM'd run tears its fixtures down)
