@@ -58,7 +58,9 @@ def test_a_gpu_profile_gets_a_restricted_gpu_pod_on_a_gpu_node_in_a_prepared_nam
     assert mounts["dataset-imagenet"].mount_path == "/datasets/imagenet" and mounts["dataset-imagenet"].read_only
     assert mounts["home"].mount_path == "/home/jovyan"
     assert container.security_context.allow_privilege_escalation is False
-    hub.wait_gone("alice", token)  # a KWOK pod never answers: the hub gives up, nothing is left
+    # A KWOK pod never answers, so the server is still starting: the user stops it, and nothing is
+    # left (the hub giving up on its own: the quota test below, which waits for that instead).
+    hub.ensure_stopped("alice", token)
     wait_for(lambda: notebook_pod(core_v1, "alice") is None, timeout=90, what="the GPU notebook pod deleted")
 
 
@@ -290,7 +292,8 @@ def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub,
         quota = core_v1.read_namespaced_resource_quota("paddlecloud-quota", ns("carol"))
         assert quota.spec.hard["requests.nvidia.com/gpu"] == "4"
         assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
-        hub.wait_gone("carol", token)
+        hub.wait_gone("carol", token)  # a KWOK pod never answers: the hub gives up, nothing is left
+        wait_for(lambda: notebook_pod(core_v1, "carol") is None, timeout=90, what="carol's GPU notebook pod deleted")
     finally:  # carol's quota back to the site's, for the tests that rely on it (any order)
         reset = requests.put(carol_quota, json={"gpus": None}, headers=admin, timeout=30)
         assert reset.status_code == 200, reset.text
