@@ -40,7 +40,7 @@ def longest_files_first(items: list, durations: dict[str, float]) -> list:
     return sorted(items, key=lambda item: -durations.get(file_of(item.nodeid), math.inf))
 
 
-def read_durations(path: Path = DURATIONS_FILE) -> dict[str, float]:
+def read_record(path: Path = DURATIONS_FILE) -> dict[str, float]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -51,11 +51,11 @@ def read_durations(path: Path = DURATIONS_FILE) -> dict[str, float]:
             if isinstance(name, str) and isinstance(seconds, (int, float))}
 
 
-def write_durations(seconds_by_file: dict[str, float], path: Path = DURATIONS_FILE) -> None:
+def write_record(seconds_by_file: dict[str, float], path: Path = DURATIONS_FILE) -> None:
     """Merge this run's files into the record (written whole, then renamed into place)."""
     if not seconds_by_file:
         return
-    merged = {**read_durations(path), **{name: round(seconds, 1) for name, seconds in seconds_by_file.items()}}
+    merged = {**read_record(path), **{name: round(seconds, 1) for name, seconds in seconds_by_file.items()}}
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, suffix=".tmp", delete=False) as out:
         json.dump(merged, out, indent=0, sort_keys=True)
@@ -76,7 +76,7 @@ class FileSchedule:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.durations = read_durations() if runs_workers(config) else {}
+        self.durations = read_record() if runs_workers(config) else {}
         self.seconds: Counter[str] = Counter()
 
     @pytest.hookimpl(optionalhook=True)
@@ -95,4 +95,4 @@ class FileSchedule:
 
     def pytest_sessionfinish(self, session):
         if runs_workers(self.config):
-            write_durations(dict(self.seconds))
+            write_record(dict(self.seconds))
