@@ -37,6 +37,7 @@ from cluster_helpers import KUEUE_PODS_READY_SECONDS, KUEUE_PODS_READY_SECONDS_K
 from tools.k8s import node  # noqa: E402
 from tools.k8s.cluster import IMAGE_REFS, Cluster, default_bin_dir, missing_binaries  # noqa: E402
 from tools.k8s.kueue import unavailable_reason as kueue_missing  # noqa: E402
+from tools.k8s.node_config import NODE_IP  # noqa: E402
 
 import kubernetes  # noqa: E402  (a test dependency: missing, the install is broken, not the cluster)
 
@@ -191,14 +192,18 @@ def own_real_node_only_while_free(request):
 
 
 @pytest.fixture(scope="session")
-def hub(real_cluster, core_v1, tmp_path_factory):
-    """The Kubernetes hub (tests/cluster/kubehub.py) for the session, logged in as admin."""
+def hub(cluster, core_v1, tmp_path_factory):
+    """The Kubernetes hub (tests/cluster/kubehub.py) for the session, logged in as admin. On the
+    KWOK part's cluster no notebook answers, and its KWOK nodes, GPU nodes too, take every test's
+    pods (pods of deleted Jobs can stay there terminating, holding GPUs: nothing ends their
+    containers): a test that needs a notebook to start for real, or the GPU nodes to itself, asks for
+    `real_cluster` too and runs in the real-node part. The hub's own checks need only this."""
     from kubehub import KubeHub, remove_storage_pool, storage_pool
 
     work = tmp_path_factory.mktemp("kubehub")
     os.chmod(work, 0o755)
     storage_pool(core_v1, work)
-    hub = KubeHub(work / "hub", real_cluster.kubeconfig)
+    hub = KubeHub(work / "hub", cluster.kubeconfig, api_ip=NODE_IP if cluster.real_node else "127.0.0.1")
     core_v1.create_namespace({"metadata": {"name": hub.namespace}})
     hub.start()
     hub.admin_token = hub.new_token(hub.login("admin"), "admin")

@@ -40,16 +40,19 @@ GPU_SPAWN_GIVES_UP = 20  # seconds the hub waits for a (KWOK, never answering) G
 class KubeHub(LocalHub):
     """The Kubernetes hub config, run as a local process that talks to the test cluster.
 
-    Its API listens on the real node's bridge address, so notebook pods reach it."""
+    On a cluster with the real node its API listens on the node's bridge address, so notebook pods
+    reach it; on a cluster of KWOK nodes only (the cluster tier's KWOK part), where no pod runs,
+    on 127.0.0.1."""
 
     config = REPO / "hub_config" / "jupyterhub_config.py"
     extra_args = (f"--KubeSpawner.http_timeout={GPU_SPAWN_GIVES_UP}",)
 
     namespace = f"{PREFIX}-hub"
 
-    def __init__(self, home: Path, kubeconfig: str):
+    def __init__(self, home: Path, kubeconfig: str, api_ip: str = NODE_IP):
         super().__init__(home, password="any")
         self.kubeconfig = kubeconfig
+        self.api_ip = api_ip
         self.quota_port = free_port()
         self.admin_token = ""
 
@@ -61,8 +64,8 @@ class KubeHub(LocalHub):
             "PADDLECLOUD_AUTHENTICATOR_CLASS": "dummy",
             "PADDLECLOUD_ALLOWED_USERS": "alice,bob,carol,dave",
             "PADDLECLOUD_HUB_STATE_DIR": str(self.home),
-            "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_IP": NODE_IP,
-            "PADDLECLOUD_HUB_CONNECT_URL": f"http://{NODE_IP}:{self.hub_api_port}",
+            "PADDLECLOUD_HUB_IP": "127.0.0.1", "PADDLECLOUD_HUB_API_IP": self.api_ip,
+            "PADDLECLOUD_HUB_CONNECT_URL": f"http://{self.api_ip}:{self.hub_api_port}",
             "PADDLECLOUD_HUB_NAMESPACE": self.namespace,
             "PADDLECLOUD_USER_NAMESPACE_TEMPLATE": PREFIX + "-{username}",
             "PADDLECLOUD_HOME_STORAGE_CLASS": "home",

@@ -133,17 +133,23 @@ def service(name: str, **spec) -> dict:
 
 @pytest.fixture
 def exposure_policy(admission_v1):
+    """The hub's Service exposure policy, as its spawner makes it once per hub process; removed
+    after only where this fixture made it (a session hub's spawner, which made it first, would not
+    make it again)."""
     policy, binding = policies.service_exposure_policy()
-    for create, body in ((admission_v1.create_validating_admission_policy, policy),
-                         (admission_v1.create_validating_admission_policy_binding, binding)):
+    made = []
+    for create, delete, body in (
+            (admission_v1.create_validating_admission_policy, admission_v1.delete_validating_admission_policy, policy),
+            (admission_v1.create_validating_admission_policy_binding,
+             admission_v1.delete_validating_admission_policy_binding, binding)):
         try:
             create(body)
+            made.append(delete)
         except kubernetes.client.ApiException as exc:
             if exc.status != 409:  # the Kubernetes hub's spawner may have made it already
                 raise
     yield
-    for delete in (admission_v1.delete_validating_admission_policy_binding,
-                   admission_v1.delete_validating_admission_policy):
+    for delete in reversed(made):
         try:
             delete(policies.EXPOSURE_POLICY_NAME)
         except kubernetes.client.ApiException:
@@ -155,9 +161,11 @@ def admission_v1(api_client):
     return kubernetes.client.AdmissionregistrationV1Api(api_client)
 
 
-def user_namespace(core_v1, rbac_v1, make_namespace) -> str:
-    """A namespace as the hub's spawner prepares it, with nothing limited."""
-    ns = make_namespace("svc", labels={USER_LABEL: "mallory", **tenancy.pod_security_labels()})
+def user_namespace(core_v1, rbac_v1, make_namespace, user_label: bool = True) -> str:
+    """A namespace as the hub's spawner prepares it, with nothing limited. Without `user_label`
+    the Service exposure policy (bound to labelled user namespaces) does not apply there."""
+    labels = {USER_LABEL: "mallory"} if user_label else {}
+    ns = make_namespace("svc", labels={**labels, **tenancy.pod_security_labels()})
     core_v1.create_namespaced_service_account(ns, tenancy.service_account(ns))
     rbac_v1.create_namespaced_role(ns, tenancy.role(ns))
     rbac_v1.create_namespaced_role_binding(ns, tenancy.role_binding(ns))
@@ -179,7 +187,9 @@ def refusal(create) -> str:
 
 
 def test_the_users_quota_bars_nodeport_and_loadbalancer_services(cluster, core_v1, rbac_v1, make_namespace):
-    ns = user_namespace(core_v1, rbac_v1, make_namespace)
+    """The quota alone (the exposure policy is the other wall, below): in a namespace the policy
+    does not select, which a hub's spawner in this session may have bound already."""
+    ns = user_namespace(core_v1, rbac_v1, make_namespace, user_label=False)
     user = as_service_account(cluster, core_v1, ns)
 
     def allowed():  # the RBAC cache catches up within moments

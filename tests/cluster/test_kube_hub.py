@@ -64,7 +64,7 @@ def test_a_gpu_profile_gets_a_restricted_gpu_pod_on_a_gpu_node_in_a_prepared_nam
     wait_for(lambda: notebook_pod(core_v1, "alice") is None, timeout=90, what="the GPU notebook pod deleted")
 
 
-def test_a_real_notebook_answers_through_the_proxy_and_runs_a_real_job_with_its_own_account(hub, core_v1):
+def test_a_real_notebook_answers_through_the_proxy_and_runs_a_real_job_with_its_own_account(hub, core_v1, real_cluster):
     token = hub.admin_token
     hub.ensure_running("bob", token)
     pod = notebook_pod(core_v1, "bob")
@@ -91,7 +91,7 @@ def test_a_real_notebook_answers_through_the_proxy_and_runs_a_real_job_with_its_
     assert "from-notebook" in [j["name"] for j in listed]
 
 
-def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub):
+def test_the_spawn_page_shows_our_own_steps_before_the_pods_events(hub, real_cluster):
     """KubeSpawner's progress events (what the hub's spawn page shows) carry our steps:
     namespace, RBAC, dataset volumes, quota, quota check, home volume. (The page that lists them
     above its progress bar is rendered in tests/unit/test_spawn_page.py: fetched here it would
@@ -177,7 +177,7 @@ async def test_admin_overview_counts_kwok_gpu_nodes_and_cancels_any_users_job(hu
         await jobs.close()
 
 
-def test_a_users_account_can_create_jobs_in_their_namespace_only(hub, core_v1):
+def test_a_users_account_can_create_jobs_in_their_namespace_only(hub, core_v1, real_cluster):
     token = hub.admin_token
     hub.ensure_running("bob", token)
     hub.ensure_running("alice", token)
@@ -196,7 +196,7 @@ def test_a_users_account_can_create_jobs_in_their_namespace_only(hub, core_v1):
     assert info.value.status == 403
 
 
-def test_a_profile_beyond_the_quota_is_refused_at_once(hub):
+def test_a_profile_beyond_the_quota_is_refused_at_once(hub, real_cluster):
     token = hub.admin_token
     response = hub.start_server("carol", token, "paddle-gpu-x4")
     message = response.json()["message"]
@@ -221,7 +221,8 @@ def live_pods(core_v1) -> list[dict]:
     return [serialize(pod) for pod in core_v1.list_pod_for_all_namespaces().items]
 
 
-def test_a_gpu_notebook_on_full_gpu_nodes_is_refused_at_once_with_the_numbers(hub, core_v1, batch_v1, namespace):
+def test_a_gpu_notebook_on_full_gpu_nodes_is_refused_at_once_with_the_numbers(hub, core_v1, batch_v1, namespace,
+                                                                              real_cluster):
     """No node has a GPU free: the spawn is refused at once (not a spawn page waiting on a
     Pending pod), with the nodes' GPUs and when the running jobs' time limits free some."""
     token = hub.admin_token
@@ -280,7 +281,7 @@ def test_a_gpu_notebook_on_full_gpu_nodes_is_refused_at_once_with_the_numbers(hu
                  what="the fill jobs' pods gone")
 
 
-def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub, core_v1):
+def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub, core_v1, real_cluster):
     token = hub.admin_token
     carol_quota = f"{hub.url}/services/quota/api/quotas/users/carol"
     admin = {"Authorization": f"token {token}"}
@@ -299,7 +300,7 @@ def test_an_admin_raising_the_quota_in_the_panel_api_lets_the_profile_start(hub,
         assert reset.status_code == 200, reset.text
 
 
-def test_stop_and_start_keeps_the_home_volume_and_its_files(hub, core_v1):
+def test_stop_and_start_keeps_the_home_volume_and_its_files(hub, core_v1, real_cluster):
     """...and the examples the first start copied in (the postStart hook) are not copied again:
     the user's own train.py stays theirs, a deleted quickstart stays deleted."""
     token = hub.admin_token

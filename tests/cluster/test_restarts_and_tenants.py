@@ -65,7 +65,8 @@ def submit_ticker(hub, name: str, args: list[str], **fields) -> tuple[dict, str]
     return headers, base
 
 
-def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_follows_it_whole(hub, core_v1):
+def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_follows_it_whole(hub, core_v1,
+                                                                                             real_cluster):
     token = hub.admin_token
     headers, base = submit_ticker(hub, "survivor", ["--until", "survivor.gate", "--interval", "0.25"], workers=2)
     wait_for(lambda: requests.get(f"{base}/paddle/api/jobs/survivor", headers=headers, timeout=60)
@@ -93,7 +94,7 @@ def test_a_notebook_pod_deleted_mid_job_leaves_the_job_running_and_the_new_pod_f
     assert split_merged(lines, 2) == worker_logs(core_v1, ns("bob"), "survivor")  # none lost, none repeated
 
 
-def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_comes_back(hub, core_v1):
+def test_a_hub_restart_leaves_notebooks_and_jobs_running_and_the_quota_page_comes_back(hub, core_v1, real_cluster):
     headers, base = submit_ticker(hub, "outlives-hub", ["--count", "100000"])
     wait_for(lambda: requests.get(f"{base}/paddle/api/jobs/outlives-hub", headers=headers, timeout=60)
              .json()["phase"] == "Running", timeout=300, what="the job running")
@@ -170,7 +171,7 @@ def refused(action) -> bool:
     return False
 
 
-def test_tenants_stay_apart(hub, core_v1):
+def test_tenants_stay_apart(hub, core_v1, real_cluster):
     token = hub.admin_token
     for user in ("alice", "bob"):
         hub.ensure_running(user, token)
