@@ -94,17 +94,17 @@ include tools/docs/docs.mk
 test:
 	@tools/k8s/prebuild.sh $(MAKE) --no-print-directory test-tiers
 
-# Lint and the docs first, then two chains side by side (tools/alongside.sh): in the foreground
-# the tests that need the machine's one real node (the cluster tier's real-node part, then helm's
-# install tests), which run one at a time and are the longest stretch; beside them the unit, lab,
+# Lint first, then two chains side by side (tools/alongside.sh): in the foreground the tests that
+# need the machine's one real node (the cluster tier's real-node part, then helm's install tests),
+# which run one at a time and are the longest stretch; beside them the docs build, the unit, lab,
 # local and browser tiers, then the helm and cluster tiers' KWOK parts, their output printed when
-# they end and kept in $(SIDE_TIERS_LOG). On a cold machine the side chain's tiers before the KWOK part
-# run while the binaries build (tools/k8s/prebuild.sh), as they did when every tier ran one
-# after another.
+# they end and kept in $(SIDE_TIERS_LOG) (the docs build first there: 5 s the foreground need not
+# wait for). On a cold machine the side chain's tiers before the KWOK part run while the binaries
+# build (tools/k8s/prebuild.sh), as they did when every tier ran one after another.
 SIDE_TIERS_LOG := test-artifacts/side-tiers.log
 test-tiers: setup browser-deps login-deps
-	$(MAKE) --no-print-directory lint docs
-	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory test-unit test-lab test-local test-browser test-helm-kwok test-cluster-kwok' \
+	$(MAKE) --no-print-directory lint
+	tools/alongside.sh $(SIDE_TIERS_LOG) '$(MAKE) --no-print-directory docs test-unit test-lab test-local test-browser test-helm-kwok test-cluster-kwok' \
 	  $(MAKE) --no-print-directory test-cluster-real-node test-helm-real-node
 
 # The quick static tier, first: ruff's checks and mypy on the pure modules, as configured in
