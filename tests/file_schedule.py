@@ -75,8 +75,8 @@ def pytest_sessionstart(session):
 class FileSchedule:
 
     def __init__(self, config: pytest.Config):
-        self.config = config
-        self.durations = read_record() if runs_workers(config) else {}
+        self.controller = runs_workers(config)
+        self.durations = read_record() if self.controller else {}
         self.seconds: Counter[str] = Counter()
 
     @pytest.hookimpl(optionalhook=True)
@@ -90,9 +90,9 @@ class FileSchedule:
             items[:] = longest_files_first(items, durations)
 
     def pytest_runtest_logreport(self, report):
-        if runs_workers(self.config):
+        if self.controller:
             self.seconds[file_of(report.nodeid)] += report.duration
 
     def pytest_sessionfinish(self, session):
-        if runs_workers(self.config):
+        if self.controller:
             write_record(dict(self.seconds))

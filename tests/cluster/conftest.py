@@ -195,9 +195,10 @@ def own_real_node_only_while_free(request):
 def hub(cluster, core_v1, tmp_path_factory):
     """The Kubernetes hub (tests/cluster/kubehub.py) for the session, logged in as admin. On the
     KWOK part's cluster no notebook answers, and its KWOK nodes, GPU nodes too, take every test's
-    pods (pods of deleted Jobs can stay there terminating, holding GPUs: nothing ends their
-    containers): a test that needs a notebook to start for real, or the GPU nodes to itself, asks for
-    `real_cluster` too and runs in the real-node part. The hub's own checks need only this."""
+    pods (pods of deleted Jobs were seen there still terminating, with the Job controller's tracking
+    finalizer, and holding their GPUs): a test that needs a notebook to start for real, or the GPU
+    nodes to itself, asks for `real_cluster` too and runs in the real-node part. The hub's own checks
+    need only this."""
     from kubehub import KubeHub, remove_storage_pool, storage_pool
 
     work = tmp_path_factory.mktemp("kubehub")

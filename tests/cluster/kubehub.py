@@ -24,7 +24,6 @@ from hubutil import LocalHub, check_spawn_accepted, free_port
 from serverutil import sse_events
 from paddle_ext.hub.settings import DEFAULT_PROFILES
 from tools.k8s.cluster import IMAGE_REFS
-from tools.k8s.node_config import NODE_IP
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = f"t5{uuid.uuid4().hex[:4]}"
@@ -49,7 +48,7 @@ class KubeHub(LocalHub):
 
     namespace = f"{PREFIX}-hub"
 
-    def __init__(self, home: Path, kubeconfig: str, api_ip: str = NODE_IP):
+    def __init__(self, home: Path, kubeconfig: str, api_ip: str):
         super().__init__(home, password="any")
         self.kubeconfig = kubeconfig
         self.api_ip = api_ip
